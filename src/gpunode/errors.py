@@ -1,0 +1,69 @@
+"""The one exception tree of gpunode.
+
+Every error carries its evidence (the target, the command, its exit code and
+the tail of its stderr) and a sentence saying what to do. Only the CLI prints
+or exits; everything below it raises one of these.
+"""
+
+from __future__ import annotations
+
+
+class GpunodeError(Exception):
+    """Base class. `hint` says what the user can do about it."""
+
+    def __init__(self, message: str, *, hint: str = "", target: str = "", evidence: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.target = target
+        self.evidence = evidence
+
+    def __str__(self) -> str:
+        parts = [f"{self.target}: {self.message}" if self.target else self.message]
+        if self.evidence:
+            parts.append(self.evidence.rstrip())
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class ConnectError(GpunodeError):
+    """The target could not be reached: network, auth, host key, pct, container state."""
+
+
+class HostKeyError(ConnectError):
+    """The host key is unknown or differs from the one we trust."""
+
+
+class CommandError(GpunodeError):
+    """A command that had to succeed on a target failed."""
+
+
+class InventoryError(GpunodeError, ValueError):
+    """The inventory is malformed or names something that does not exist."""
+
+
+class FactError(GpunodeError):
+    """A probe's output could not be understood."""
+
+
+class ResolveError(GpunodeError):
+    """No known-good stack fits the facts; the message says what blocked it."""
+
+
+class StepError(GpunodeError):
+    """A step could not check or apply its change."""
+
+
+class LockError(GpunodeError):
+    """Another run holds the target's lock."""
+
+
+class PveError(GpunodeError):
+    """The Proxmox API refused or a task (UPID) failed."""
+
+
+def tail(text: str, lines: int = 15) -> str:
+    """The last lines of a command's output, for error evidence."""
+    kept = text.rstrip("\n").splitlines()[-lines:]
+    return "\n".join(kept)

@@ -1,0 +1,243 @@
+"""What every transport offers: run a command (with streamed stdin/stdout),
+move files and trees in and out, write files atomically, hold a process open.
+
+A transport is addressed by argv lists, never by pre-joined strings; the
+concrete transport decides how argv crosses its boundary (subprocess argv,
+an SSH command line built by gpunode.shell, `pct exec -- ...`).
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from gpunode import shell
+from gpunode.errors import CommandError, tail
+
+CHUNK = 1 << 20
+
+Stdin = bytes | BinaryIO | None
+
+
+@dataclass(frozen=True)
+class Result:
+    """The value of one finished command on one target."""
+
+    target: str
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    @property
+    def command(self) -> str:
+        return shell.join(self.argv)
+
+    def check(self, what: str = "") -> Result:
+        """Return self, or raise CommandError with the evidence when it failed."""
+        if not self.ok:
+            doing = what or f"command `{_short(self.command)}`"
+            raise CommandError(
+                f"{doing} failed with exit code {self.exit_code}",
+                target=self.target,
+                evidence=tail(self.stderr or self.stdout),
+                hint="read the output above; re-running is safe once the cause is fixed",
+            )
+        return self
+
+
+def _short(text: str, limit: int = 160) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass
+class Held:
+    """A process kept running on the target while its stdin stays open.
+
+    Closing stdin (release) ends it; so does the connection dying, which is
+    what makes a lock held this way recoverable after a crash.
+    """
+
+    first_line: str
+    _close: object = field(repr=False)
+
+    def release(self) -> None:
+        close = self._close
+        self._close = None
+        if callable(close):
+            close()
+
+
+class Transport(ABC):
+    """Run commands on one target. Subclasses implement `_exec` and `hold`."""
+
+    #: Human name used in every message: "kpro6", "kpro6/200", "local".
+    name: str = "?"
+
+    @abstractmethod
+    def _exec(
+        self,
+        argv: Sequence[str],
+        stdin: Stdin,
+        sink: BinaryIO | None,
+        timeout: float | None,
+    ) -> tuple[int, bytes, bytes]:
+        """Run argv; stream stdin in; stdout into sink if given (else return it)."""
+
+    @abstractmethod
+    def hold(self, argv: Sequence[str]) -> Held:
+        """Start argv, wait for its first stdout line, keep it running until released."""
+
+    def close(self) -> None:  # noqa: B027 - optional for transports without resources
+        """Release connections. Safe to call twice."""
+
+    # -- running ---------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: Stdin = None,
+        sink: BinaryIO | None = None,
+        timeout: float | None = None,
+        check: bool = False,
+        what: str = "",
+    ) -> Result:
+        if isinstance(argv, str):
+            raise TypeError("run() takes an argv list; use script() for shell text")
+        started = time.monotonic()
+        code, out, err = self._exec(list(argv), stdin, sink, timeout)
+        result = Result(
+            target=self.name,
+            argv=tuple(argv),
+            exit_code=code,
+            stdout=out.decode("utf-8", "replace"),
+            stderr=err.decode("utf-8", "replace"),
+            duration=time.monotonic() - started,
+        )
+        self._raise_for_transport(result)
+        return result.check(what) if check else result
+
+    def script(self, text: str, *args: str, **kwargs) -> Result:
+        """Run shell text with sh; args become $1.. and are never spliced into it."""
+        return self.run(shell.sh(text, *args), **kwargs)
+
+    def _raise_for_transport(self, result: Result) -> None:
+        """Turn a failure of the transport itself into a ConnectError (hook)."""
+
+    # -- files -----------------------------------------------------------------
+
+    def write_file(
+        self,
+        dest: str,
+        data: bytes | BinaryIO,
+        *,
+        mode: int = 0o644,
+        owner: str | None = None,
+    ) -> None:
+        """Write dest atomically: temp file in the same folder, fsync, chmod, rename."""
+        self.script(
+            'set -e; d=$(dirname "$1"); mkdir -p "$d"; t=$(mktemp "$d/.gpunode.XXXXXX"); '
+            'trap \'rm -f "$t"\' EXIT; cat > "$t"; chmod "$2" "$t"; '
+            '[ -z "$3" ] || chown "$3" "$t"; sync "$t" 2>/dev/null || sync; mv -f "$t" "$1"; trap - EXIT',
+            dest,
+            format(mode, "o"),
+            owner or "",
+            stdin=data,
+            check=True,
+            what=f"writing {dest}",
+        )
+
+    def read_file(self, path: str, sink: BinaryIO | None = None) -> bytes:
+        """Read a file; with sink, stream it there and return b''."""
+        buf = sink or io.BytesIO()
+        self.run(["cat", "--", path], sink=buf, check=True, what=f"reading {path}")
+        return b"" if sink else buf.getvalue()  # type: ignore[union-attr]
+
+    def put_tree(self, local_dir: Path, dest_dir: str) -> None:
+        """Stream a local folder into dest_dir as a tar, without holding it in memory."""
+        import os
+        import threading
+
+        r, w = os.pipe()
+        reader = os.fdopen(r, "rb")
+        writer = os.fdopen(w, "wb")
+
+        def produce() -> None:
+            with writer, tarfile.open(fileobj=writer, mode="w|") as tar:
+                tar.add(str(local_dir), arcname=".")
+
+        thread = threading.Thread(target=produce, daemon=True)
+        thread.start()
+        try:
+            self.script(
+                'mkdir -p "$1" && tar -x --no-same-owner -C "$1" -f -',
+                dest_dir,
+                stdin=reader,
+                check=True,
+                what=f"unpacking into {dest_dir}",
+            )
+        finally:
+            thread.join()
+            reader.close()
+
+    def get_tree(self, src_dir: str, local_dir: Path) -> None:
+        """Stream a folder of the target into a local folder."""
+        local_dir.mkdir(parents=True, exist_ok=True)
+        import os
+        import threading
+
+        r, w = os.pipe()
+        reader = os.fdopen(r, "rb")
+        writer = os.fdopen(w, "wb")
+        errors: list[BaseException] = []
+
+        def consume() -> None:
+            try:
+                with reader, tarfile.open(fileobj=reader, mode="r|") as tar:
+                    tar.extractall(str(local_dir), filter="data")
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        thread = threading.Thread(target=consume, daemon=True)
+        thread.start()
+        try:
+            with writer:
+                self.run(["tar", "-c", "-C", src_dir, "-f", "-", "."], sink=writer, check=True)
+        finally:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def feed(stdin: Stdin):
+    """Yield stdin in chunks, whether bytes or a binary file object."""
+    if stdin is None:
+        return
+    if isinstance(stdin, bytes | bytearray | memoryview):
+        view = memoryview(stdin)
+        for i in range(0, len(view), CHUNK):
+            yield bytes(view[i : i + CHUNK])
+        return
+    while True:
+        chunk = stdin.read(CHUNK)
+        if not chunk:
+            return
+        yield chunk

@@ -1,0 +1,80 @@
+"""Run commands on this machine: the workstation, or a GPU box driven in place."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from gpunode.errors import CommandError
+from gpunode.transport.base import CHUNK, Held, Stdin, Transport, feed
+
+
+class LocalTransport(Transport):
+    def __init__(self, name: str = "local"):
+        self.name = name
+
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            return 127, b"", f"{argv[0]}: command not found\n".encode()
+        err_parts: list[bytes] = []
+        out_parts: list[bytes] = []
+
+        def pump_in() -> None:
+            assert proc.stdin is not None
+            try:
+                for chunk in feed(stdin):
+                    proc.stdin.write(chunk)
+            except BrokenPipeError:
+                pass
+            finally:
+                try:
+                    proc.stdin.close()
+                except BrokenPipeError:
+                    pass
+
+        def pump_err() -> None:
+            assert proc.stderr is not None
+            err_parts.append(proc.stderr.read())
+
+        threads = [threading.Thread(target=pump_err, daemon=True)]
+        if stdin is not None:
+            threads.append(threading.Thread(target=pump_in, daemon=True))
+        for t in threads:
+            t.start()
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read(CHUNK):
+            (sink.write(chunk) if sink is not None else out_parts.append(chunk))
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        for t in threads:
+            t.join()
+        return code, b"".join(out_parts), b"".join(err_parts)
+
+    def hold(self, argv: Sequence[str]) -> Held:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdin is not None
+        line = proc.stdout.readline().decode("utf-8", "replace").rstrip("\n")
+        if proc.poll() is not None and not line:
+            err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+            raise CommandError(f"`{argv[0]}` ended at once", target=self.name, evidence=err)
+
+        def close() -> None:
+            try:
+                proc.stdin.close()  # type: ignore[union-attr]
+            except BrokenPipeError:
+                pass
+            proc.wait(timeout=30)
+
+        return Held(first_line=line, _close=close)

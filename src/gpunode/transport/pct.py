@@ -1,0 +1,82 @@
+"""Pct transport: run inside an LXC container with `pct exec <vmid> -- ...`.
+
+It owns no socket: it wraps the transport of the Proxmox host (SSH, or local
+when gpunode runs on the host) and only rewrites argv. `env -i` keeps the
+host's environment out of the container (real pct keeps it by default), and
+pct is called by absolute path because non-login SSH sessions may lack
+/usr/sbin on PATH.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import BinaryIO
+
+from gpunode.errors import ConnectError
+from gpunode.transport.base import Held, Result, Stdin, Transport
+
+CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+BASE_ENV = {"PATH": CONTAINER_PATH, "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+
+_MISSING = re.compile(r"Configuration file '[^']*lxc/(\d+)\.conf' does not exist|no such container|does not exist")
+_STOPPED = re.compile(r"container '?\d+'? not running")
+_NOT_FOUND_IN_CT = re.compile(r"^env: ['‘]?([^'’:]+)['’]?: No such file or directory", re.M)
+
+
+class PctTransport(Transport):
+    def __init__(self, host: Transport, vmid: int, *, pct: str = "/usr/sbin/pct", host_name: str | None = None):
+        self.host = host
+        self.vmid = int(vmid)
+        self.pct = pct
+        self.host_name = host_name or host.name
+        self.name = f"{self.host_name}/{self.vmid}"
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        env = [f"{k}={v}" for k, v in BASE_ENV.items()]
+        return [self.pct, "exec", str(self.vmid), "--", "env", "-i", *env, *argv]
+
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+        return self.host._exec(self.wrap(argv), stdin, sink, timeout)
+
+    def hold(self, argv: Sequence[str]) -> Held:
+        return self.host.hold(self.wrap(argv))
+
+    def close(self) -> None:
+        self.host.close()
+
+    def _raise_for_transport(self, result: Result) -> None:
+        if result.ok:
+            return
+        err = result.stderr
+        where = f"container {self.vmid} on {self.host_name}"
+        if result.exit_code == 127 and (self.pct in err or "pct: not found" in err or "pct: command not found" in err):
+            raise ConnectError(
+                f"pct is not installed on {self.host_name} (looked for {self.pct})",
+                target=self.name,
+                hint="is this a Proxmox VE host? set pct_path in the inventory if pct lives elsewhere, "
+                "or drop `containers:` for a plain SSH host",
+                evidence=err.strip(),
+            )
+        if _MISSING.search(err):
+            raise ConnectError(
+                f"{where} does not exist",
+                target=self.name,
+                hint=f"check the vmid in the inventory; `pct list` on {self.host_name} shows the containers",
+                evidence=err.strip(),
+            )
+        if _STOPPED.search(err):
+            raise ConnectError(
+                f"{where} is not running",
+                target=self.name,
+                hint=f"start it with `pct start {self.vmid}` on {self.host_name} (or `inv lab.up` in the lab)",
+                evidence=err.strip(),
+            )
+        missing = _NOT_FOUND_IN_CT.search(err)
+        if result.exit_code == 127 and missing:
+            raise ConnectError(
+                f"command `{missing.group(1)}` not found in {where}",
+                target=self.name,
+                hint="the base role installs what gpunode needs; run it first, or install the package by hand",
+                evidence=err.strip(),
+            )

@@ -1,0 +1,218 @@
+"""SSH transport: one Fabric/paramiko connection per host, reused for every command.
+
+Commands cross as one line built by gpunode.shell.join, so the remote login
+shell parses it back into exactly our argv. stdin and stdout are streamed in
+chunks; stderr is read on its own thread so neither stream can stall the other.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import paramiko
+from fabric import Connection
+
+from gpunode import shell
+from gpunode.errors import ConnectError, HostKeyError
+from gpunode.transport.base import CHUNK, Held, Stdin, Transport, feed
+from gpunode.transport.hostkeys import RefuseUnknown, default_known_hosts
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    name: str
+    address: str
+    port: int = 22
+    user: str = "root"
+    key_file: str | None = None
+    host_key: str | None = None  # pinned "SHA256:..." fingerprint
+    known_hosts: tuple[str, ...] = ()
+    connect_timeout: float = 10.0
+
+
+class SshTransport(Transport):
+    def __init__(self, settings: SshSettings):
+        self.settings = settings
+        self.name = settings.name
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+        self.commands_run = 0
+
+    # -- connection --------------------------------------------------------------
+
+    def _client(self) -> paramiko.SSHClient:
+        with self._lock:
+            if self._conn is not None and self._conn.is_connected:
+                return self._conn.client
+            self._conn = self._open()
+            return self._conn.client
+
+    def _open(self) -> Connection:
+        s = self.settings
+        kwargs: dict = {"allow_agent": False, "look_for_keys": s.key_file is None}
+        if s.key_file:
+            kwargs["key_filename"] = [str(Path(s.key_file).expanduser())]
+        conn = Connection(s.address, user=s.user, port=s.port, connect_timeout=s.connect_timeout,
+                          connect_kwargs=kwargs)
+        client = conn.client
+        client._host_keys.clear()  # Fabric may have preloaded; we choose the sources below
+        files = [Path(p).expanduser() for p in s.known_hosts] or [
+            Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
+        for path in files:
+            if path.exists():
+                client.load_host_keys(str(path)) if not client._host_keys else _merge(client, path)
+        policy = RefuseUnknown(s.name, s.host_key)
+        client.set_missing_host_key_policy(policy)
+        where = f"{s.user}@{s.address}:{s.port}"
+        try:
+            conn.open()
+        except HostKeyError:
+            raise
+        except paramiko.BadHostKeyException as exc:
+            from gpunode.transport.hostkeys import fingerprint
+
+            raise HostKeyError(
+                f"host key of {where} CHANGED: now {exc.key.get_name()} {fingerprint(exc.key)}, "
+                f"known as {fingerprint(exc.expected_key)}",
+                target=s.name,
+                hint="someone may be intercepting the connection; if the host was reinstalled, "
+                f"run `inv hostkeys.trust --host {s.name}` after checking the new fingerprint",
+            ) from None
+        except paramiko.AuthenticationException as exc:
+            raise ConnectError(
+                f"authentication refused by {where} ({exc})",
+                target=s.name,
+                hint=f"check user and key in the inventory (key: {s.key_file or 'default keys'})",
+            ) from None
+        except (TimeoutError, socket.timeout, socket.gaierror, ConnectionError, OSError,
+                paramiko.SSHException, EOFError) as exc:
+            raise ConnectError(
+                f"cannot reach {where}: {exc}",
+                target=s.name,
+                hint="check that the host is up, the address and port in the inventory, and that sshd runs",
+            ) from None
+        if s.host_key and policy.seen is None:
+            # The key came from known_hosts; still honour the pin.
+            from gpunode.transport.hostkeys import fingerprint
+
+            got = fingerprint(client.get_transport().get_remote_server_key())
+            if got != s.host_key:
+                conn.close()
+                raise HostKeyError(f"host key of {where} is {got}, but the inventory pins {s.host_key}",
+                                   target=s.name, hint="update host_key in the inventory once verified")
+        client.get_transport().set_keepalive(15)
+        return conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def drop(self) -> None:
+        """Cut the TCP connection abruptly (fault injection in tests)."""
+        with self._lock:
+            if self._conn is not None and self._conn.client.get_transport():
+                self._conn.client.get_transport().sock.close()
+
+    # -- commands ----------------------------------------------------------------
+
+    def _channel(self, argv: Sequence[str]) -> paramiko.Channel:
+        client = self._client()
+        transport = client.get_transport()
+        try:
+            chan = transport.open_session()
+            chan.exec_command(shell.join(argv))
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            self._conn = None
+            raise ConnectError(f"lost the SSH connection to {self.settings.address}: {exc}",
+                               target=self.name, hint="re-run; gpunode resumes where it stopped") from None
+        self.commands_run += 1
+        return chan
+
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+        chan = self._channel(argv)
+        errs: list[bytes] = []
+        failures: list[BaseException] = []
+
+        def pump_err() -> None:
+            while True:
+                data = chan.recv_stderr(CHUNK)
+                if not data:
+                    return
+                errs.append(data)
+
+        def pump_in() -> None:
+            try:
+                for chunk in feed(stdin):
+                    chan.sendall(chunk)
+                chan.shutdown_write()
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                failures.append(exc)
+
+        readers = [threading.Thread(target=pump_err, daemon=True)]
+        if stdin is not None:
+            readers.append(threading.Thread(target=pump_in, daemon=True))
+        else:
+            chan.shutdown_write()
+        for t in readers:
+            t.start()
+        out: list[bytes] = []
+        deadline = time.monotonic() + timeout if timeout else None
+        chan.settimeout(1.0)
+        while True:
+            try:
+                data = chan.recv(CHUNK)
+            except TimeoutError:
+                if deadline and time.monotonic() > deadline:
+                    chan.close()
+                    return 124, b"".join(out), b"timed out\n"
+                if chan.get_transport() is None or not chan.get_transport().is_active():
+                    break
+                continue
+            if not data:
+                break
+            (sink.write(data) if sink is not None else out.append(data))
+        for t in readers:
+            t.join(timeout=30)
+        transport = chan.get_transport()
+        if not chan.exit_status_ready() and (transport is None or not transport.is_active()):
+            self._conn = None
+            raise ConnectError(f"the SSH connection to {self.settings.address} dropped during "
+                               f"`{shell.join(argv)[:120]}`", target=self.name,
+                               hint="re-run; steps converge and half-written files are never left behind")
+        code = chan.recv_exit_status()
+        chan.close()
+        if code == -1:
+            self._conn = None
+            raise ConnectError(f"the SSH connection to {self.settings.address} dropped",
+                               target=self.name, hint="re-run; gpunode resumes where it stopped")
+        return code, b"".join(out), b"".join(errs)
+
+    def hold(self, argv: Sequence[str]) -> Held:
+        chan = self._channel(argv)
+        f = chan.makefile("rb")
+        line = f.readline().decode("utf-8", "replace").rstrip("\n")
+
+        def close() -> None:
+            try:
+                chan.shutdown_write()
+                chan.recv_exit_status()
+                chan.close()
+            except (OSError, EOFError, paramiko.SSHException):
+                pass
+
+        return Held(first_line=line, _close=close)
+
+
+def _merge(client: paramiko.SSHClient, path: Path) -> None:
+    extra = paramiko.HostKeys(str(path))
+    for host, keys in extra.items():
+        for kind, key in keys.items():
+            client._host_keys.add(host, kind, key)
