@@ -1,0 +1,1 @@
+"""Facts: probe commands and pure parsers of their raw output."""

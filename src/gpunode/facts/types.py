@@ -1,0 +1,100 @@
+"""Typed facts about one target. Parsers in this package produce them; the
+resolver consumes them. Everything here is plain data (JSON-serialisable via
+dataclasses.asdict) so that a snapshot can be saved and replayed offline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str                       # "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+    memory_mib: int | None          # None where nvidia-smi says "Not Supported" (GB10)
+    compute_cap: str | None         # "12.0"; None only when neither nvidia-smi nor the table knows
+    compute_cap_source: str = ""    # "nvidia-smi" or "product table (<source>)"
+    pci_bus_id: str = ""
+    mig_mode: str = ""              # "Enabled" / "Disabled" / "" (N/A)
+    uuid: str = ""
+
+
+@dataclass(frozen=True)
+class Driver:
+    version: str | None             # "580.65.06"; None when no driver answers
+    cuda: str | None                # CUDA version the driver supports, "13.0"; None for "Not Found"
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    path: str                       # "/usr/local/cuda-12.8" or ".../site-packages/nvidia/cuda_nvcc"
+    version: str                    # "12.8"
+    kind: str                       # "system" | "pip"
+
+
+@dataclass(frozen=True)
+class System:
+    os_id: str = ""                 # "debian"
+    os_version: str = ""            # "12"
+    arch: str = ""                  # "x86_64"
+    glibc: str | None = None        # "2.36"
+    pythons: tuple[str, ...] = ()   # ("3.11",) versions found as python3.X
+    default_python: str | None = None
+    cpus: int = 0
+    mem_total_bytes: int = 0
+    mem_limit_bytes: int | None = None   # cgroup limit of the container; None = unlimited
+    shm_size_bytes: int = 0
+    shm_free_bytes: int = 0
+    venv_root_free_bytes: int = 0
+    libcuda: bool = False           # libcuda.so.1 resolvable
+    libcuda_version: str | None = None   # from the libcuda.so.<ver> file name
+    libnuma: bool = False
+    toolkits: tuple[CudaToolkit, ...] = ()
+    in_container: bool = False
+    systemd: bool = False
+
+
+@dataclass(frozen=True)
+class Install:
+    """What an existing venv holds (all None when there is no venv)."""
+
+    venv: str = ""
+    python: str | None = None
+    torch: str | None = None
+    torch_cuda: str | None = None
+    sglang: str | None = None
+    kernel_package: str | None = None     # "sglang-kernel" or "sgl-kernel"
+    kernel_version: str | None = None
+    flashinfer: str | None = None
+    vllm: str | None = None
+
+
+@dataclass(frozen=True)
+class Model:
+    path: str
+    exists: bool = True
+    architectures: tuple[str, ...] = ()
+    model_type: str = ""
+    text_model_type: str = ""
+    hybrid_linear_attention: bool = False
+    layer_types: tuple[str, ...] = ()
+    dtype: str = ""
+    quantization: str | None = None       # "fp8", "nvfp4", ...
+    size_bytes: int = 0
+    shards: tuple[str, ...] = ()
+    missing_shards: tuple[str, ...] = ()
+    mtp_config: bool = False
+    mtp_weights: bool = False
+    num_parameters: int | None = None
+    max_position_embeddings: int | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    target: str
+    gpus: tuple[Gpu, ...] = ()
+    driver: Driver = field(default_factory=lambda: Driver(None, None))
+    system: System = field(default_factory=System)
+    install: Install = field(default_factory=Install)
+    model: Model | None = None
