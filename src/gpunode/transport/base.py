@@ -133,7 +133,7 @@ class Transport(ABC):
         """Run shell text with sh; args become $1.. and are never spliced into it."""
         return self.run(shell.sh(text, *args), **kwargs)
 
-    def _raise_for_transport(self, result: Result) -> None:
+    def _raise_for_transport(self, result: Result) -> None:  # noqa: B027 - a hook, empty by default
         """Turn a failure of the transport itself into a ConnectError (hook)."""
 
     # -- files -----------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -36,10 +37,8 @@ class LocalTransport(Transport):
             except BrokenPipeError:
                 pass
             finally:
-                try:
+                with contextlib.suppress(BrokenPipeError):
                     proc.stdin.close()
-                except BrokenPipeError:
-                    pass
 
         def pump_err() -> None:
             assert proc.stderr is not None
@@ -71,10 +70,8 @@ class LocalTransport(Transport):
             raise CommandError(f"`{argv[0]}` ended at once", target=self.name, evidence=err)
 
         def close() -> None:
-            try:
+            with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()  # type: ignore[union-attr]
-            except BrokenPipeError:
-                pass
             proc.wait(timeout=30)
 
         return Held(first_line=line, _close=close)

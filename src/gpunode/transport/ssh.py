@@ -66,7 +66,7 @@ class SshTransport(Transport):
             Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
         for path in files:
             if path.exists():
-                client.load_host_keys(str(path)) if not client._host_keys else _merge(client, path)
+                _merge(client, path)
         policy = RefuseUnknown(s.name, s.host_key)
         client.set_missing_host_key_policy(policy)
         where = f"{s.user}@{s.address}:{s.port}"
@@ -90,8 +90,7 @@ class SshTransport(Transport):
                 target=s.name,
                 hint=f"check user and key in the inventory (key: {s.key_file or 'default keys'})",
             ) from None
-        except (TimeoutError, socket.timeout, socket.gaierror, ConnectionError, OSError,
-                paramiko.SSHException, EOFError) as exc:
+        except (TimeoutError, socket.gaierror, ConnectionError, OSError, paramiko.SSHException, EOFError) as exc:
             raise ConnectError(
                 f"cannot reach {where}: {exc}",
                 target=s.name,

@@ -1,0 +1,62 @@
+"""What every task shares: error translation, inventory loading, --set parsing."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from invoke import Exit
+from invoke import task as invoke_task
+
+from gpunode import inventory
+from gpunode.errors import GpunodeError, InventoryError
+
+DEFAULT_INVENTORY = "inventory"
+
+
+def task(*args: Any, **kwargs: Any):
+    """invoke.task that turns GpunodeError into a clean message and exit code 2.
+
+    The message names the target and ends with a hint; no traceback, because
+    the error already carries its evidence.
+    """
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(*a: Any, **kw: Any):
+            try:
+                return fn(*a, **kw)
+            except GpunodeError as exc:
+                raise Exit(f"error: {exc}", code=2) from None
+            except KeyboardInterrupt:
+                raise Exit("interrupted; re-running is safe and resumes where this run stopped", code=130) from None
+
+        return invoke_task(*args, **kwargs)(run) if args or kwargs else invoke_task(run)
+
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        fn = args[0]
+        args = ()
+        return wrap(fn)
+    return wrap
+
+
+def inventory_path(given: str | None) -> Path:
+    return Path(given or os.environ.get("GPUNODE_INVENTORY") or DEFAULT_INVENTORY)
+
+
+def load_inventory(given: str | None) -> inventory.Inventory:
+    return inventory.load(inventory_path(given))
+
+
+def parse_sets(sets: list[str] | None) -> dict[str, Any]:
+    """--set key=value (value read as YAML, so 0.85, true, [1, 2] keep their types)."""
+    out: dict[str, Any] = {}
+    for item in sets or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InventoryError(f"--set {item!r} is not key=value", hint="e.g. --set mem_fraction=0.85")
+        out[key.strip()] = yaml.safe_load(value) if value else ""
+    return out
