@@ -145,15 +145,24 @@ class Transport(ABC):
         *,
         mode: int = 0o644,
         owner: str | None = None,
+        sha256: str | None = None,
     ) -> None:
-        """Write dest atomically: temp file in the same folder, fsync, chmod, rename."""
+        """Write dest atomically: temp file in the same folder, fsync, chmod, rename.
+
+        With sha256, the temp file is hashed on the target before the rename, so
+        a stream cut short can never replace dest with a truncated file.
+        """
         self.script(
             'set -e; d=$(dirname "$1"); mkdir -p "$d"; t=$(mktemp "$d/.gpunode.XXXXXX"); '
             'trap \'rm -f "$t"\' EXIT; cat > "$t"; chmod "$2" "$t"; '
-            '[ -z "$3" ] || chown "$3" "$t"; sync "$t" 2>/dev/null || sync; mv -f "$t" "$1"; trap - EXIT',
+            '[ -z "$3" ] || chown "$3" "$t"; '
+            'if [ -n "$4" ]; then h=$(sha256sum < "$t"); h=${h%% *}; '
+            '[ "$h" = "$4" ] || { echo "content arrived with sha256 $h, expected $4" >&2; exit 1; }; fi; '
+            'sync "$t" 2>/dev/null || sync; mv -f "$t" "$1"; trap - EXIT',
             dest,
             format(mode, "o"),
             owner or "",
+            sha256 or "",
             stdin=data,
             check=True,
             what=f"writing {dest}",
