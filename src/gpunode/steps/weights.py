@@ -1,0 +1,134 @@
+"""Model weights staged into memory (/dev/shm), verified and resumable.
+
+The copying is done on the target by templates/weights/stage-weights.sh (the
+same script the boot-time oneshot unit runs after /dev/shm was emptied by a
+reboot), so the step only decides whether staging is needed and whether it
+can fit, then streams the script's progress.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpunode import shell
+from gpunode.errors import StepError
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.progress import Progress, ProgressSink
+from gpunode.transport.base import Transport
+
+STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
+
+_PROBE = r"""
+src=$1; dest=$2
+echo "@@section source"
+if [ -d "$src" ]; then (cd "$src" && find . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n' | LC_ALL=C sort)
+else echo "@@missing"; fi
+echo "@@section manifest"
+cat "$dest/.gpunode-manifest" 2>/dev/null || true
+echo "@@section staged"
+[ -d "$dest" ] && (cd "$dest" && find . -type f -printf '%P\t%s\n' | LC_ALL=C sort) || true
+echo "@@section space"
+parent=$dest; while [ ! -d "$parent" ]; do parent=$(dirname "$parent"); done
+df -B1 --output=avail,size "$parent" | tail -n 1
+echo "@@section memlimit"
+cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || echo max
+"""
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def _sections(text: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if line.startswith("@@section "):
+            current = line.split(" ", 1)[1]
+            out[current] = []
+        elif current is not None and line:
+            out[current].append(line)
+    return out
+
+
+@dataclass
+class StagedWeights(Step):
+    """A model folder copied from `source` to `dest` (normally /dev/shm/<model>).
+
+    + source: folder on the target (a host path mounted into the container, or local)
+    + dest: where the servers load from
+    + verify: "" (sizes, always) or "sha256" (checksums while copying)
+    + reserve_bytes: memory the servers need beside the weights, for the preflight
+    """
+
+    source: str
+    dest: str
+    verify: str = ""
+    reserve_bytes: int = 0
+    script: str = STAGE_SCRIPT
+    on_progress: Progress | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def id(self) -> str:
+        return f"weights:{self.dest}"
+
+    def probe(self) -> list[str]:
+        return shell.sh(_PROBE, self.source, self.dest)
+
+    def check(self, probe: Probe) -> Outcome:
+        s = _sections(probe.output)
+        source = s.get("source", [])
+        if source == ["@@missing"]:
+            raise StepError(f"model source folder {self.source} does not exist on the target",
+                            hint="check model_source in the inventory, and that the host folder is mounted "
+                            "into the container (a Proxmox mpN: entry)")
+        if not source:
+            raise StepError(f"model source folder {self.source} is empty", hint="point model_source at the model")
+        files = [line.split("\t") for line in source]
+        total = sum(int(f[1]) for f in files)
+        staged = dict(line.split("\t") for line in s.get("staged", []) if "\t" in line)
+        if s.get("manifest", []) == source and all(staged.get(f[0]) == f[1] for f in files):
+            return NoChange(f"{len(files)} files ({human(total)}) already staged in {self.dest}, "
+                            "sizes match the source manifest")
+        done = sum(int(f[1]) for f in files if staged.get(f[0]) == f[1])
+        partial = sum(int(v) for k, v in staged.items() if k.endswith(".gpunode-part"))
+        need = total - done - partial
+        self._preflight(s, total, need)
+        resume = f"; resuming, {human(done + partial)} already there" if done + partial else ""
+        return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}{resume}")
+
+    def _preflight(self, s: dict[str, list[str]], total: int, need: int) -> None:
+        space = (s.get("space") or ["0 0"])[0].split()
+        avail, size = int(space[0]), int(space[1])
+        if need > avail:
+            raise StepError(
+                f"{self.dest} has {human(avail)} free of {human(size)}, but the model needs {human(need)} more "
+                f"({human(total)} in all)",
+                hint="/dev/shm is a tmpfs: free space there, or give the container more memory "
+                "(Proxmox: pct set <vmid> --memory <MiB>); its size defaults to half the memory",
+            )
+        limit_text = (s.get("memlimit") or ["max"])[0].strip()
+        if limit_text.isdigit() and int(limit_text) < (1 << 60):
+            limit = int(limit_text)
+            if total + self.reserve_bytes > limit:
+                raise StepError(
+                    f"the container's memory limit ({human(limit)}) cannot hold the staged model "
+                    f"({human(total)}) next to the servers ({human(self.reserve_bytes)}): /dev/shm counts "
+                    "against that limit",
+                    hint="raise the container's memory (pct set <vmid> --memory <MiB>) or load the model "
+                    "from disk instead of /dev/shm (weights_stage: false)",
+                )
+
+    def apply(self, target: Transport) -> None:
+        sink = ProgressSink(self.on_progress)
+        argv = ["sh", self.script, self.source, self.dest] + ([self.verify] if self.verify else [])
+        result = target.run(argv, sink=sink)
+        sink.flush()
+        if not result.ok:
+            raise StepError(f"staging {self.source} into {self.dest} failed (exit {result.exit_code})",
+                            target=target.name, evidence=result.stderr.strip()[-2000:],
+                            hint="re-run: staging resumes from the last complete chunk")

@@ -1,0 +1,126 @@
+"""StagedWeights against real folders through the local transport."""
+
+import os
+from importlib.resources import files
+from pathlib import Path
+
+import pytest
+
+from gpunode.errors import StepError
+from gpunode.steps.base import Change, NoChange, Probe
+from gpunode.steps.weights import StagedWeights
+from gpunode.transport import LocalTransport
+
+SCRIPT = str(files("gpunode") / "templates" / "weights" / "stage-weights.sh")
+
+
+def _model(root: Path) -> Path:
+    src = root / "src"
+    (src / "tok").mkdir(parents=True)
+    (src / "model-00001-of-00002.safetensors").write_bytes(os.urandom(9_000_000))
+    (src / "model-00002-of-00002.safetensors").write_bytes(os.urandom(3_000_000))
+    (src / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"]}')
+    (src / "tok" / "tokenizer.json").write_text("{}")
+    return src
+
+
+def _check(step, t):
+    r = t.run(step.probe())
+    return step.check(Probe(r.exit_code, r.stdout))
+
+
+def test_stage_then_noop_with_reason(tmp_path):
+    t = LocalTransport()
+    src = _model(tmp_path)
+    seen = []
+    step = StagedWeights(source=str(src), dest=str(tmp_path / "shm" / "m"), script=SCRIPT,
+                         on_progress=lambda done, total, name: seen.append((done, total)))
+    first = _check(step, t)
+    assert isinstance(first, Change) and first.summary.startswith("stage 4 files")
+    step.apply(t)
+    assert seen and seen[-1][0] == seen[-1][1] == 12_000_000 + len('{"architectures": ["Qwen3ForCausalLM"]}') + 2
+    for f in src.rglob("*"):
+        if f.is_file():
+            assert (tmp_path / "shm" / "m" / f.relative_to(src)).read_bytes() == f.read_bytes()
+    again = _check(step, t)
+    assert isinstance(again, NoChange)
+    assert again.reason.startswith("4 files (11.4 MiB) already staged in ")
+    assert again.reason.endswith("sizes match the source manifest")
+
+
+def test_interrupted_copy_resumes_and_never_exposes_a_partial_file(tmp_path):
+    t = LocalTransport()
+    src = _model(tmp_path)
+    dest = tmp_path / "shm" / "m"
+    dest.mkdir(parents=True)
+    big = "model-00001-of-00002.safetensors"
+    # What a cut connection leaves behind: a part file of 5 MB and no manifest.
+    (dest / (big + ".gpunode-part")).write_bytes((src / big).read_bytes()[:5_000_000])
+    step = StagedWeights(source=str(src), dest=str(dest), script=SCRIPT)
+    plan = _check(step, t)
+    assert isinstance(plan, Change) and "resuming, 4.8 MiB already there" in plan.summary
+    step.apply(t)
+    assert (dest / big).read_bytes() == (src / big).read_bytes()
+    assert not list(dest.rglob("*.gpunode-part"))
+
+
+def test_resume_keeps_whole_blocks_of_the_part_file(tmp_path):
+    # A part file whose first block differs from the source shows that the copy
+    # resumed after it instead of starting over; sha256 mode catches exactly that.
+    t = LocalTransport()
+    src = _model(tmp_path)
+    dest = tmp_path / "d"
+    dest.mkdir()
+    big = "model-00001-of-00002.safetensors"
+    marker = b"\xab" * 4_194_304
+    (dest / (big + ".gpunode-part")).write_bytes(marker + b"\x00" * 10)
+    StagedWeights(source=str(src), dest=str(dest), script=SCRIPT).apply(t)
+    data = (dest / big).read_bytes()
+    assert data[:4_194_304] == marker and data[4_194_304:] == (src / big).read_bytes()[4_194_304:]
+
+    (dest / big).unlink()
+    (dest / (big + ".gpunode-part")).write_bytes(marker)
+    checked = StagedWeights(source=str(src), dest=str(dest), script=SCRIPT, verify="sha256")
+    with pytest.raises(StepError) as err:
+        checked.apply(t)
+    assert f"checksum mismatch on {big}; copy removed" in str(err.value)
+    assert not (dest / big).exists() and not (dest / (big + ".gpunode-part")).exists()
+    checked.apply(t)
+    assert (dest / big).read_bytes() == (src / big).read_bytes()
+
+
+def test_changed_source_file_is_copied_again(tmp_path):
+    t = LocalTransport()
+    src = _model(tmp_path)
+    step = StagedWeights(source=str(src), dest=str(tmp_path / "d"), script=SCRIPT)
+    step.apply(t)
+    (src / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"], "x": 1}')
+    assert isinstance(_check(step, t), Change)
+    step.apply(t)
+    assert (tmp_path / "d" / "config.json").read_text().endswith('"x": 1}')
+    assert isinstance(_check(step, t), NoChange)
+
+
+def test_missing_source_is_a_clear_error(tmp_path):
+    step = StagedWeights(source=str(tmp_path / "nope"), dest=str(tmp_path / "d"), script=SCRIPT)
+    with pytest.raises(StepError, match=r"model source folder .*/nope does not exist on the target"):
+        _check(step, LocalTransport())
+
+
+def _probe(avail: int, limit: str) -> Probe:
+    out = ("@@section source\nmodel.safetensors\t53687091200\t1.0\n@@section manifest\n@@section staged\n"
+           f"@@section space\n{avail} {avail}\n@@section memlimit\n{limit}\n")
+    return Probe(0, out)
+
+
+def test_shm_too_small_refuses_before_copying():
+    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q")
+    with pytest.raises(StepError, match=r"/dev/shm/q has 32.0 GiB free of 32.0 GiB, but the model needs 50.0 GiB"):
+        step.check(_probe(32 << 30, "max"))
+
+
+def test_memory_limit_counts_shm_and_servers():
+    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30)
+    with pytest.raises(StepError, match=r"memory limit \(64.0 GiB\) cannot hold the staged model \(50.0 GiB\) "
+                                        r"next to the servers \(16.0 GiB\)"):
+        step.check(_probe(100 << 30, str(64 << 30)))
