@@ -1,0 +1,162 @@
+"""A Python virtual environment holding one resolved pin set.
+
+The lock manifest (<venv>/gpunode-lock.json) is written last, only after the
+install and its verification passed. A re-run compares the resolved spec's
+hash and the site-packages listing with it and does nothing when they match;
+an install cut off halfway has no manifest and is simply redone (pip and uv
+skip what is already there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from gpunode import shell
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.transport.base import Transport
+
+MANIFEST = "gpunode-lock.json"
+
+_PROBE = r"""
+v=$1
+echo "@@section python"
+[ -x "$v/bin/python" ] && "$v/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+echo "@@section manifest"; cat "$v/gpunode-lock.json" 2>/dev/null || true
+echo "@@section listing"; ls "$v"/lib/python3*/site-packages 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16
+"""
+
+_LISTING = 'ls "$1"/lib/python3*/site-packages | LC_ALL=C sort | sha256sum | cut -c1-16'
+
+
+@dataclass
+class Venv(Step):
+    """A venv at `path` with exactly `requirements` installed and verified.
+
+    + path: /opt/gpunode/venvs/<pinset>
+    + python: interpreter that creates it ("python3", "/usr/bin/python3.12")
+    + requirements: pinned requirement strings
+    + index_url / extra_index_urls / find_links / no_index: where packages come from
+    + replace: packages to uninstall first (sgl-kernel before sglang-kernel: same import dir)
+    + remove_after: packages to uninstall after (CUDA torchvision beside a CPU torch)
+    + verify: argv lists run with the venv's bin first on PATH; each must exit 0
+    + installer: "uv" (fast; needs uv on the target) or "pip"
+    """
+
+    path: str
+    python: str = "python3"
+    requirements: list[str] = field(default_factory=list)
+    index_url: str | None = None
+    extra_index_urls: list[str] = field(default_factory=list)
+    find_links: list[str] = field(default_factory=list)
+    no_index: bool = False
+    replace: list[str] = field(default_factory=list)
+    remove_after: list[str] = field(default_factory=list)
+    verify: list[list[str]] = field(default_factory=list)
+    installer: str = "pip"
+    timeout: float = 3600.0
+
+    @property
+    def id(self) -> str:
+        return f"venv:{self.path}"
+
+    def spec(self) -> dict:
+        return {"requirements": sorted(self.requirements), "index_url": self.index_url,
+                "extra_index_urls": self.extra_index_urls, "find_links": self.find_links,
+                "no_index": self.no_index, "replace": sorted(self.replace),
+                "remove_after": sorted(self.remove_after), "python": self.python}
+
+    def spec_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def probe(self) -> list[str]:
+        return shell.sh(_PROBE, self.path)
+
+    def check(self, probe: Probe) -> Outcome:
+        sections: dict[str, list[str]] = {}
+        current = ""
+        for line in probe.output.splitlines():
+            if line.startswith("@@section "):
+                current = line.split(" ", 1)[1]
+                sections[current] = []
+            elif current:
+                sections[current].append(line)
+        if not sections.get("python"):
+            return Change(f"create venv {self.path} and install {len(self.requirements)} pinned packages")
+        try:
+            manifest = json.loads("\n".join(sections.get("manifest", [])) or "null")
+        except json.JSONDecodeError:
+            manifest = None
+        if not manifest:
+            return Change(f"install {len(self.requirements)} pinned packages into {self.path} "
+                          "(no lock manifest: a previous install did not finish)")
+        if manifest.get("spec_hash") != self.spec_hash():
+            return Change(f"reinstall {self.path}: {_spec_delta(manifest.get('spec', {}), self.spec())}")
+        listing = (sections.get("listing") or [""])[0]
+        if manifest.get("listing") != listing:
+            return Change(f"re-verify {self.path}: site-packages changed since it was verified")
+        return NoChange(f"{self.path} matches the resolved pin set ({len(self.requirements)} requirements, "
+                        f"lock {self.spec_hash()[:8]}, verified {manifest.get('verified_at', '?')})")
+
+    def apply(self, target: Transport) -> None:
+        bin_ = f"{self.path}/bin"
+        self._run(target, shell.sh('rm -f "$1/gpunode-lock.json"; [ -x "$1/bin/python" ] || '
+                                   '{ mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }', self.path, self.python),
+                  "creating the venv")
+        if self.replace:
+            self._run(target, self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}")
+        self._run(target, self._pip("install", *self._source_args(), *self.requirements), "installing the pin set")
+        if self.remove_after:
+            self._run(target, self._pip("uninstall", *self.remove_after), f"removing {', '.join(self.remove_after)}")
+        for argv in self.verify:
+            self._run(target, ["env", f"PATH={bin_}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                               f"VIRTUAL_ENV={self.path}", *argv], f"verifying with `{shell.join(argv)[:80]}`")
+        listing = self._run(target, shell.sh(_LISTING, self.path), "listing site-packages").stdout.strip()
+        stamp = self._run(target, ["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"], "reading the clock").stdout.strip()
+        manifest = {"spec_hash": self.spec_hash(), "spec": self.spec(), "listing": listing, "verified_at": stamp}
+        target.write_file(f"{self.path}/{MANIFEST}", (json.dumps(manifest, indent=1) + "\n").encode())
+
+    def _pip(self, verb: str, *args: str) -> list[str]:
+        py = f"{self.path}/bin/python"
+        if self.installer == "uv":
+            extra = ["--python", py] + (["--offline"] if self.no_index else [])
+            return ["uv", "pip", verb, *extra, *args]
+        if verb == "uninstall":
+            return [py, "-m", "pip", "uninstall", "-y", "--disable-pip-version-check", *args]
+        return [py, "-m", "pip", verb, "--disable-pip-version-check", "--no-input", *args]
+
+    def _source_args(self) -> list[str]:
+        args: list[str] = []
+        if self.no_index:
+            args.append("--no-index")
+        if self.index_url:
+            args += ["--index-url", self.index_url]
+        for url in self.extra_index_urls:
+            args += ["--extra-index-url", url]
+        for link in self.find_links:
+            args += ["--find-links", link]
+        return args
+
+    def _run(self, target: Transport, argv: list[str], what: str):
+        result = target.run(argv, timeout=self.timeout)
+        if not result.ok:
+            raise StepError(f"{what} in {self.path} failed (exit {result.exit_code})", target=target.name,
+                            evidence=tail(result.stderr or result.stdout, 25),
+                            hint="re-run after fixing the cause; the install resumes and only the lock manifest "
+                            "marks it complete")
+        return result
+
+
+def _spec_delta(old: dict, new: dict) -> str:
+    before, after = set(old.get("requirements", [])), set(new.get("requirements", []))
+    parts = []
+    if after - before:
+        parts.append("+" + ", +".join(sorted(after - before)))
+    if before - after:
+        parts.append("-" + ", -".join(sorted(before - after)))
+    for key in ("index_url", "extra_index_urls", "find_links", "python", "replace", "remove_after"):
+        if old.get(key) != new.get(key):
+            parts.append(f"{key} {old.get(key)!r} -> {new.get(key)!r}")
+    return "; ".join(parts) or "the resolved spec changed"
