@@ -1,0 +1,105 @@
+"""Servers answering: /health for every server and the router, then one real
+completion through each.
+
+The wait runs on the target as one command (curl in a loop with a deadline),
+so a long model load or JIT warm-up costs one round trip, not one per poll.
+A unit that fails while we wait ends the wait at once, with its journal.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from gpunode import shell
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.transport.base import Transport
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str          # "gpu0", "router"
+    unit: str          # systemd unit serving it
+    url: str           # "http://127.0.0.1:30001"
+    model: str         # served model name for the completion request
+
+
+_PROBE = r"""
+for url in "$@"; do
+  printf '%s %s\n' "$url" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$url/health" 2>/dev/null || echo 000)"
+done
+"""
+
+_WAIT = r"""
+deadline=$(( $(date +%s) + $1 )); shift
+while [ $# -gt 0 ]; do
+  unit=$1; url=$2; shift 2
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/health" 2>/dev/null)" = 200 ]; do
+    if systemctl is-failed --quiet "$unit"; then echo "@@failed $unit"; exit 3; fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "@@timeout $unit"; exit 4; fi
+    sleep 2
+  done
+  echo "@@ready $unit"
+done
+"""
+
+_ASK = r"""
+url=$1; body=$2
+curl -sS --fail-with-body --max-time 120 -H 'Content-Type: application/json' -d "$body" "$url/v1/completions"
+"""
+
+
+@dataclass
+class Ready(Step):
+    """Every endpoint answers /health with 200, then a real completion.
+
+    + endpoints: servers first, router last
+    + grace_s: how long model load and JIT may take (first boot of a node is slow)
+    """
+
+    endpoints: list[Endpoint] = field(default_factory=list)
+    grace_s: int = 1800
+    prompt: str = "The capital of France is"
+
+    @property
+    def id(self) -> str:
+        return "ready:" + ",".join(e.name for e in self.endpoints)
+
+    def probe(self) -> list[str]:
+        return shell.sh(_PROBE, *[e.url for e in self.endpoints])
+
+    def check(self, probe: Probe) -> Outcome:
+        codes = dict(line.rsplit(" ", 1) for line in probe.lines() if " " in line)
+        down = [e for e in self.endpoints if codes.get(e.url) != "200"]
+        if not down:
+            return NoChange(f"all {len(self.endpoints)} endpoints answer /health with 200 "
+                            f"({', '.join(e.name for e in self.endpoints)})")
+        return Change(f"wait up to {self.grace_s}s for {', '.join(e.name for e in down)} to answer /health, "
+                      "then send one completion through each endpoint")
+
+    def apply(self, target: Transport) -> None:
+        pairs = [x for e in self.endpoints for x in (e.unit, e.url)]
+        result = target.run(shell.sh(_WAIT, str(self.grace_s), *pairs), timeout=self.grace_s + 60)
+        if not result.ok:
+            self._fail(target, result.stdout, result.exit_code)
+        for e in self.endpoints:
+            body = json.dumps({"model": e.model, "prompt": self.prompt, "max_tokens": 8, "temperature": 0})
+            r = target.run(shell.sh(_ASK, e.url, body), timeout=180)
+            try:
+                text = json.loads(r.stdout)["choices"][0]["text"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                raise StepError(f"{e.name} ({e.url}) did not answer a completion request", target=target.name,
+                                evidence=tail(r.stdout + r.stderr, 15),
+                                hint=f"look at `journalctl -u {e.unit}` on the target") from None
+            if not isinstance(text, str):
+                raise StepError(f"{e.name} answered without text", target=target.name, evidence=r.stdout[-500:])
+
+    def _fail(self, target: Transport, out: str, code: int) -> None:
+        unit = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(("@@failed", "@@timeout"))),
+                    self.endpoints[0].unit if self.endpoints else "?")
+        journal = target.run(["journalctl", "-u", unit, "-n", "30", "--no-pager", "-o", "cat"]).stdout
+        why = "failed while starting" if code == 3 else f"did not answer /health within {self.grace_s}s"
+        raise StepError(f"{unit} {why}", target=target.name, evidence="last journal lines:\n" + tail(journal, 30),
+                        hint="fix the cause shown above, then re-run; raise ready_grace_s if the model "
+                        "is just slow to load")
