@@ -22,7 +22,9 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Driver:
-    version: str | None             # "580.65.06"; None when no driver answers
+    # "580.65.06": the kernel module's version (/proc/driver/nvidia/version) when
+    # readable, else what nvidia-smi reports; None when no driver answers.
+    version: str | None
     cuda: str | None                # CUDA version the driver supports, "13.0"; None for "Not Found"
 
 
@@ -98,3 +100,6 @@ class Facts:
     system: System = field(default_factory=System)
     install: Install = field(default_factory=Install)
     model: Model | None = None
+    # What the parsers noticed but could not turn into a value, one sentence
+    # each ("libcuda.so.570.86.10 but the kernel module is 580.65.06").
+    problems: tuple[str, ...] = ()
