@@ -1,0 +1,122 @@
+"""The one batched probe: a POSIX sh script that prints every fact section of a
+target in one round trip, and the splitter that cuts its output back apart.
+
+The script needs nothing on the target beyond sh and coreutils (no python): JSON
+files are cat'ed back raw and parsed here. Every section is framed by marker
+lines that carry a per-run nonce, so no file content can fake a section break:
+
+    @@gpunode:<nonce>:section <name>
+    <raw output, stdout and stderr>
+    @@gpunode:<nonce>:rc <exit code>
+
+The output of one section is exactly the bytes between the section line and
+the newline the script adds before the rc line.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpunode.errors import FactError, tail
+from gpunode.facts.snapshot import RawFacts, Section
+from gpunode.transport.base import Transport
+
+DEFAULT_VENV_ROOT = "/opt/gpunode/venvs"
+
+# Directories where driver libraries live on Debian/Ubuntu/RHEL hosts, in
+# containers with bind-mounted drivers, and in NVIDIA's container images.
+LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
+            "/lib/x86_64-linux-gnu", "/lib64", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
+            "/usr/lib/wsl/lib")
+
+_PRELUDE = r"""
+N=$1; GN_MODEL=$2; GN_VENV=$3; GN_VENV_ROOT=$4
+export LC_ALL=C
+PATH=$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+sec() { printf '@@gpunode:%s:section %s\n' "$N" "$1"; }
+end() { printf '\n@@gpunode:%s:rc %s\n' "$N" "$1"; }
+# A wedged GPU can hang nvidia-smi for minutes; bound every driver call.
+t() { if command -v timeout >/dev/null 2>&1; then timeout 30 "$@"; else "$@"; fi; }
+"""
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """One section: a name and a shell body run in a subshell, stderr merged."""
+
+    name: str
+    body: str
+    #: shell condition; when it is false the section is left out entirely
+    when: str = ""
+
+
+def _snippets() -> list[Snippet]:
+    # Imported here so that each area keeps its own probe text next to its parser.
+    from gpunode.facts import cuda, gpu, install, model, system
+
+    return [*system.SNIPPETS, *gpu.SNIPPETS, *cuda.SNIPPETS, *install.SNIPPETS, *model.SNIPPETS]
+
+
+def script(snippets: Sequence[Snippet] | None = None) -> str:
+    """The whole probe as one sh script; arguments: nonce, model, venv, venv root."""
+    parts = [_PRELUDE.lstrip("\n")]
+    for s in snippets if snippets is not None else _snippets():
+        if not re.fullmatch(r"[a-z0-9_]+", s.name):
+            raise ValueError(f"section name {s.name!r} must be [a-z0-9_]+ (it becomes a file name)")
+        # rc_<name> lets a later section depend on an earlier one (the -q fallback).
+        block = f"sec {s.name}\n( {s.body.strip()}\n) </dev/null 2>&1; rc_{s.name}=$?; end $rc_{s.name}\n"
+        parts.append(f"if {s.when}; then\n{block}fi\n" if s.when else block)
+    return "".join(parts)
+
+
+def split(stdout: str, nonce: str) -> dict[str, Section]:
+    """Cut the probe's stdout back into sections (pure)."""
+    marker = re.escape(f"@@gpunode:{nonce}:")
+    pattern = re.compile(
+        rf"^{marker}section (?P<name>[a-z0-9_]+)\n(?P<body>.*?)\n{marker}rc (?P<rc>-?\d+)$",
+        re.MULTILINE | re.DOTALL,
+    )
+    return {m["name"]: Section(m["body"], int(m["rc"])) for m in pattern.finditer(stdout)}
+
+
+def venv_root(venv: str | None) -> str:
+    """Where venvs go: the venv's parent folder, or gpunode's default."""
+    if venv:
+        parent = venv.rstrip("/").rsplit("/", 1)[0]
+        return parent or "/"
+    return DEFAULT_VENV_ROOT
+
+
+def gather(transport: Transport, model_path: str | None = None, venv: str | None = None,
+           timeout: float = 180.0) -> RawFacts:
+    """Run the probe on a target in one round trip and keep its raw sections."""
+    nonce = secrets.token_hex(8)
+    started = time.monotonic()
+    result = transport.script(script(), nonce, model_path or "", venv or "", venv_root(venv),
+                              timeout=timeout)
+    sections = split(result.stdout, nonce)
+    if not sections:
+        raise FactError(
+            f"the facts probe printed no sections (exit code {result.exit_code})",
+            target=transport.name,
+            evidence=tail(result.stderr or result.stdout),
+            hint="check that /bin/sh works on the target; run the probe by hand with "
+            "`python -m gpunode.facts.probe > probe.sh` and `sh probe.sh x`",
+        )
+    return RawFacts(
+        target=transport.name,
+        sections=sections,
+        model_path=model_path,
+        venv=venv,
+        gathered_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        duration_s=round(time.monotonic() - started, 3),
+    )
+
+
+if __name__ == "__main__":
+    # Print the script, so that it can be run by hand where gpunode cannot reach.
+    print(script(), end="")

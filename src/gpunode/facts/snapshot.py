@@ -1,0 +1,105 @@
+"""Raw probe output, and saving it to / loading it from a folder.
+
+A snapshot folder holds one file per section (`<name>.txt`, the exact bytes the
+target printed) and `meta.json` (target, inputs, exit codes). Saved with
+`inv facts --save DIR`, replayed with `inv facts --facts DIR`, and used as
+recorded test cases under tests/data/snapshots/.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpunode.errors import FactError
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Section:
+    """One probe section: what it printed (stdout and stderr) and its exit code."""
+
+    output: str
+    rc: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+
+@dataclass(frozen=True)
+class RawFacts:
+    target: str
+    sections: dict[str, Section] = field(default_factory=dict)
+    model_path: str | None = None
+    venv: str | None = None
+    gathered_at: str = ""
+    duration_s: float | None = None
+
+    def get(self, name: str) -> Section | None:
+        return self.sections.get(name)
+
+    def ok(self, name: str) -> str | None:
+        """The section's output if it ran and succeeded, else None."""
+        s = self.sections.get(name)
+        return s.output if s is not None and s.ok else None
+
+
+def save(raw: RawFacts, folder: Path) -> None:
+    """Write the snapshot; existing section files of the same names are replaced."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, section in raw.sections.items():
+        # newline="" everywhere: keep the target's bytes exactly, \r included.
+        with open(folder / f"{name}.txt", "w", encoding="utf-8", newline="") as f:
+            f.write(section.output)
+    meta = {
+        "format": FORMAT,
+        "target": raw.target,
+        "model_path": raw.model_path,
+        "venv": raw.venv,
+        "gathered_at": raw.gathered_at,
+        "duration_s": raw.duration_s,
+        "rc": {name: s.rc for name, s in raw.sections.items()},
+    }
+    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load(folder: Path) -> RawFacts:
+    """Read a snapshot folder written by save() (or assembled by hand for a test)."""
+    meta_file = folder / "meta.json"
+    if not meta_file.is_file():
+        raise FactError(
+            f"{folder} is not a facts snapshot: it has no meta.json",
+            hint="pass a folder written by `inv facts --save DIR`",
+        )
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise FactError(f"{meta_file} is not valid JSON: {exc}",
+                        hint="restore the file from the saved snapshot or save a new one") from None
+    if meta.get("format") != FORMAT:
+        raise FactError(f"{meta_file} has snapshot format {meta.get('format')!r}; this gpunode reads {FORMAT}",
+                        hint="save the snapshot again with this version of gpunode")
+    rcs: dict[str, int] = meta.get("rc", {})
+    sections = {}
+    for path in sorted(folder.glob("*.txt")):
+        name = path.stem
+        if not re.fullmatch(r"[a-z0-9_]+", name):
+            continue
+        with open(path, encoding="utf-8", newline="") as f:
+            sections[name] = Section(f.read(), int(rcs.get(name, 0)))
+    missing = sorted(set(rcs) - set(sections))
+    if missing:
+        raise FactError(f"{folder} lists sections without files: {', '.join(missing)}",
+                        hint="the snapshot is incomplete; save it again")
+    return RawFacts(
+        target=meta.get("target", folder.name),
+        sections=sections,
+        model_path=meta.get("model_path"),
+        venv=meta.get("venv"),
+        gathered_at=meta.get("gathered_at", ""),
+        duration_s=meta.get("duration_s"),
+    )
