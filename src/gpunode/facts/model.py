@@ -1,0 +1,171 @@
+"""A model directory: architecture, attention layout, dtype and quantization,
+size, shard completeness and whether MTP (multi-token prediction) weights are
+really there.
+
+The probe cats config.json, model.safetensors.index.json and hf_quant_config.json
+back raw and lists file sizes; for a single-file model it reads the safetensors
+header (8-byte little-endian length, then JSON) so that weight names are known
+without the index.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from gpunode.facts.probe import Snippet
+from gpunode.facts.types import Model
+
+_HAS_MODEL = '[ -n "$GN_MODEL" ]'
+
+SNIPPETS = (
+    Snippet("model_files", r"""
+[ -d "$GN_MODEL" ] || { echo "no such directory: $GN_MODEL"; exit 2; }
+cd "$GN_MODEL" || exit 2
+if stat -L -c %s . >/dev/null 2>&1; then find -L . -maxdepth 3 -type f -exec stat -L -c '%s %n' {} +
+else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
+    Snippet("model_config", 'cat "$GN_MODEL/config.json"', when=_HAS_MODEL),
+    Snippet("model_index", 'cat "$GN_MODEL/model.safetensors.index.json"', when=_HAS_MODEL),
+    Snippet("model_quant", 'cat "$GN_MODEL/hf_quant_config.json"', when=_HAS_MODEL),
+    # od -tu8 reads the host's byte order; every GPU host we serve is little-endian.
+    Snippet("model_header", r"""
+f="$GN_MODEL/model.safetensors"
+n=$(od -An -tu8 -N8 "$f" | tr -d ' ')
+case $n in ''|*[!0-9]*) echo "unreadable header length: $n"; exit 3;; esac
+[ "$n" -le 104857600 ] || { echo "header too large: $n bytes"; exit 3; }
+head -c $((8 + n)) "$f" | tail -c "$n" """,
+            when=f'{_HAS_MODEL} && [ ! -e "$GN_MODEL/model.safetensors.index.json" ] '
+                 '&& [ -f "$GN_MODEL/model.safetensors" ]'),
+)
+
+LINEAR_ATTENTION = {"linear_attention", "linear", "mamba", "gated_deltanet"}
+
+
+def parse_files(text: str) -> dict[str, int]:
+    """{relative path: size} from `stat -c '%s %n'` or `wc -c` lines."""
+    out = {}
+    for line in text.splitlines():
+        m = re.fullmatch(r"\s*(\d+)\s+(.+?)\s*", line)
+        if m and m.group(2) != "total":
+            out[m.group(2).removeprefix("./")] = int(m.group(1))
+    return out
+
+
+def _json(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _get(config: dict[str, Any], key: str) -> Any:
+    """A key of the language model: text_config first (multimodal wrappers), then the top."""
+    text = config.get("text_config")
+    if isinstance(text, dict) and key in text:
+        return text[key]
+    return config.get(key)
+
+
+def quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str | None:
+    """'fp8', 'nvfp4', 'awq', ... or None for an unquantized checkpoint."""
+    if hf_quant:
+        algo = (hf_quant.get("quantization") or {}).get("quant_algo")
+        if algo:
+            return str(algo).lower()
+    q = _get(config, "quantization_config")
+    if not isinstance(q, dict):
+        return None
+    if q.get("quant_algo"):
+        return str(q["quant_algo"]).lower()
+    method = str(q.get("quant_method", "")).lower() or None
+    if method == "compressed-tensors":
+        fmt = json.dumps(q).lower()
+        if "nvfp4" in fmt:
+            return "nvfp4"
+        if "float-quantized" in fmt:
+            return "fp8"
+    return method
+
+
+def mtp_config(config: dict[str, Any]) -> bool:
+    """Qwen3.5/3.6/Next: mtp_num_hidden_layers; DeepSeek V3 style: num_nextn_predict_layers."""
+    return any(isinstance(_get(config, k), int) and _get(config, k) >= 1
+               for k in ("mtp_num_hidden_layers", "num_nextn_predict_layers"))
+
+
+def mtp_weights(names: list[str], files: dict[str, int], config: dict[str, Any]) -> bool:
+    """Weights named mtp.* (SGLang's Qwen MTP loader keeps those), an mtp.safetensors
+    file, or DeepSeek-style extra layers past num_hidden_layers."""
+    if any(path.rsplit("/", 1)[-1].startswith("mtp") and path.endswith(".safetensors") for path in files):
+        return True
+    if any(n.startswith("mtp.") or ".mtp." in n for n in names):
+        return True
+    layers = _get(config, "num_hidden_layers")
+    if isinstance(layers, int) and _get(config, "num_nextn_predict_layers"):
+        return any(n.startswith(f"model.layers.{layers}.") for n in names)
+    return False
+
+
+def parse_model(path: str, files_text: str | None, config_text: str | None, index_text: str | None,
+                quant_text: str | None, header_text: str | None) -> Model:
+    if files_text is None:
+        return Model(path=path, exists=False)
+    files = parse_files(files_text)
+    config = _json(config_text) or {}
+    index = _json(index_text)
+    header = _json(header_text)
+    names: list[str] = []
+    shards: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+    if index is not None:
+        weight_map = index.get("weight_map") or {}
+        names = list(weight_map)
+        shards = tuple(sorted(set(weight_map.values())))
+        missing = tuple(s for s in shards if s not in files)
+    else:
+        shards = tuple(sorted(p for p in files if p.endswith(".safetensors") and "/" not in p))
+        if header is not None:
+            names = [k for k in header if k != "__metadata__"]
+    layer_types = _get(config, "layer_types")
+    layer_types = tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else ()
+    text_config = config.get("text_config")
+    arch = config.get("architectures")
+    return Model(
+        path=path,
+        exists=True,
+        architectures=tuple(arch) if isinstance(arch, list) else (),
+        model_type=str(config.get("model_type", "")),
+        text_model_type=str(text_config.get("model_type", "")) if isinstance(text_config, dict) else "",
+        hybrid_linear_attention=any(t in LINEAR_ATTENTION for t in layer_types),
+        layer_types=layer_types,
+        dtype=str(_get(config, "dtype") or _get(config, "torch_dtype") or ""),
+        quantization=quantization(config, _json(quant_text)),
+        size_bytes=sum(files.values()),
+        shards=shards,
+        missing_shards=missing,
+        mtp_config=mtp_config(config),
+        mtp_weights=mtp_weights(names, files, config),
+        num_parameters=_num_parameters(index, header),
+        max_position_embeddings=_get(config, "max_position_embeddings"),
+    )
+
+
+def _num_parameters(index: dict[str, Any] | None, header: dict[str, Any] | None) -> int | None:
+    if index is not None:
+        total = (index.get("metadata") or {}).get("total_parameters")
+        return int(total) if isinstance(total, int | str) and str(total).isdigit() else None
+    if header is not None:
+        count = 0
+        for name, info in header.items():
+            if name == "__metadata__" or not isinstance(info, dict):
+                continue
+            n = 1
+            for dim in info.get("shape", []):
+                n *= int(dim)
+            count += n
+        return count
+    return None
