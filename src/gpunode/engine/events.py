@@ -1,0 +1,106 @@
+"""What the engine tells the outside world: one Event per step or handler, and a
+TargetRecap per target.
+
+The engine never prints; it hands Events to an `emit` callback. report.py
+turns them into rich output or JSON lines (schema in docs/events.md, whose
+version is SCHEMA_VERSION below: bump it when a field changes meaning or goes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+OK = "ok"
+CHANGED = "changed"
+FAILED = "failed"
+SKIPPED = "skipped"
+STATUSES = (OK, CHANGED, FAILED, SKIPPED)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step or handler on one target, after it was checked or applied.
+
+    kind: "step" or "handler". status: ok | changed | failed | skipped.
+    reason: the no-op sentence (ok), the change summary (changed), the error
+    (failed) or why it did not run (skipped). check: True when nothing was
+    applied (plan only), so "changed" means "would change".
+    """
+
+    kind: str
+    target: str
+    role: str
+    step: str
+    status: str
+    reason: str
+    duration: float = 0.0
+    diff: str = ""
+    check: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "v": SCHEMA_VERSION,
+            "type": self.kind,
+            "target": self.target,
+            "role": self.role,
+            "step": self.step,
+            "status": self.status,
+            "reason": self.reason,
+            "duration": round(self.duration, 3),
+            "check": self.check,
+        }
+        if self.diff:
+            data["diff"] = self.diff
+        return data
+
+
+@dataclass
+class TargetRecap:
+    """Counts per status for one target, its wall time, and the error that stopped it."""
+
+    target: str
+    check: bool = False
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    duration: float = 0.0
+    #: Transport commands this run cost (lock, probe, applies, journal...).
+    round_trips: int = 0
+    error: str = ""
+    #: The exception behind `error`, for callers that branch on its type.
+    exc: BaseException | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def succeeded(self) -> bool:
+        return not self.error and self.failed == 0
+
+    def count(self, event: Event) -> None:
+        setattr(self, event.status, getattr(self, event.status) + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": SCHEMA_VERSION,
+            "type": "target",
+            "target": self.target,
+            "check": self.check,
+            "ok": self.ok,
+            "changed": self.changed,
+            "failed": self.failed,
+            "skipped": self.skipped,
+            "duration": round(self.duration, 3),
+            "round_trips": self.round_trips,
+            "error": self.error,
+        }
+
+
+#: Receives every Event as it happens, and each TargetRecap when its target is done.
+Emit = Callable[[Event | TargetRecap], None]
+
+
+def discard(event: Event | TargetRecap) -> None:
+    """The default sink: keep nothing."""

@@ -1,0 +1,95 @@
+"""State the engine keeps on the target, under state_dir (default /var/lib/gpunode):
+
+- journal.jsonl: one JSON line per applied step or fired handler
+  (time, run, by, role, kind, step, summary);
+- handlers.pending: handlers notified but not yet fired, one "role<TAB>name"
+  per line. It is written before the notifying step applies (write-ahead),
+  so neither a failed later step nor a connection lost right after the
+  change can lose a restart; a line goes only once its handler succeeded.
+
+Both change in ONE command per update. The runner holds the lock, so its own
+view of the pending set is the truth and is written whole, atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from gpunode.transport.base import Transport
+
+JOURNAL = "journal.jsonl"
+PENDING = "handlers.pending"
+
+_UPDATE = """set -e
+d=$1
+mkdir -p "$d"
+[ -z "$2" ] || printf '%s' "$2" >> "$d/journal.jsonl"
+if [ "$3" = set ]; then
+  if [ -z "$4" ]; then rm -f "$d/handlers.pending"
+  else printf '%s' "$4" > "$d/handlers.pending.new"; mv -f "$d/handlers.pending.new" "$d/handlers.pending"; fi
+fi
+"""
+
+Pending = tuple[str, str]  # (role, handler name)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One journal line."""
+
+    run: str
+    by: str
+    role: str
+    kind: str  # "step" or "handler"
+    step: str
+    summary: str
+
+    def line(self) -> str:
+        data = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **self.__dict__}
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def parse_pending(text: str) -> list[Pending]:
+    """handlers.pending -> [(role, name)], in file order, without duplicates."""
+    out: list[Pending] = []
+    for raw in text.splitlines():
+        role, sep, name = raw.partition("\t")
+        if sep and name and (role, name) not in out:
+            out.append((role, name))
+    return out
+
+
+def format_pending(entries: Iterable[Pending]) -> str:
+    return "".join(f"{role}\t{name}\n" for role, name in dict.fromkeys(entries))
+
+
+def pending_probe(state_dir: str) -> list[str]:
+    """argv for the batched probe: the pending handlers left by earlier runs."""
+    return ["sh", "-c", 'cat "$1/handlers.pending" 2>/dev/null; exit 0', "sh", state_dir]
+
+
+def update(
+    target: Transport,
+    state_dir: str,
+    *,
+    entries: Iterable[Entry] = (),
+    pending: Iterable[Pending] | None = None,
+) -> None:
+    """Append journal lines and/or replace the pending set, in one command."""
+    text = "".join(e.line() for e in entries)
+    mode = "keep" if pending is None else "set"
+    body = format_pending(pending) if pending is not None else ""
+    if not text and pending is None:
+        return
+    target.script(_UPDATE, state_dir, text, mode, body, check=True,
+                  what=f"recording the journal in {state_dir}")
+
+
+def read(target: Transport, state_dir: str) -> list[dict]:
+    """Every journal line of the target, oldest first ([] when there is no journal)."""
+    result = target.run(["sh", "-c", 'cat "$1/journal.jsonl" 2>/dev/null; exit 0', "sh", state_dir],
+                        check=True, what="reading the journal")
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]

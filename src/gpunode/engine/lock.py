@@ -1,0 +1,172 @@
+"""The per-target lock: one applying run at a time, and the refused one is told who.
+
+A small shell on the target takes `flock` on <state_dir>/lock and then just
+reads its stdin. The lock lives exactly as long as that shell: releasing
+closes its stdin; a crashed run or a dropped SSH connection closes it too, so
+a dead run never leaves the target locked. The holder writes who it is next
+to the lock (lock.owner: "<pid on target> <owner json>").
+
+Check runs take the lock shared and write nothing: they may run side by side,
+but never while an applying run holds it, and they do not create the state
+folder. A run that hangs with its connection half-open can be ended with
+`break_lock`, which only kills a process that is one of our lock shells.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import os
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from gpunode.errors import LockError
+from gpunode.transport.base import Held, Transport
+
+# The first line of the lock shell is a marker that break_lock looks for in
+# /proc/<pid>/cmdline before it kills anything.
+_EXCLUSIVE = """# gpunode-lock
+d=$1
+mkdir -p "$d" 2>/dev/null || { echo "ERROR cannot create $d"; exit 0; }
+exec 9>>"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
+if ! flock -n -x 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
+printf '%s %s\\n' "$$" "$2" > "$d/lock.owner.new" && mv -f "$d/lock.owner.new" "$d/lock.owner"
+echo LOCKED
+while read -r _; do :; done
+rm -f "$d/lock.owner"
+"""
+
+_SHARED = """# gpunode-lock (check)
+d=$1
+[ -e "$d/lock" ] || { echo FREE; exit 0; }
+exec 9<"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
+if ! flock -n -s 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
+echo LOCKED
+while read -r _; do :; done
+"""
+
+_BREAK = """d=$1
+[ -e "$d/lock" ] || { echo NOLOCK; exit 0; }
+exec 9<"$d/lock"
+if flock -n -x 9; then echo FREE; exit 0; fi
+pid=; rest=
+[ -r "$d/lock.owner" ] && read -r pid rest < "$d/lock.owner"
+case "$pid" in ''|*[!0-9]*) echo "UNKNOWN"; exit 0;; esac
+grep -q gpunode-lock "/proc/$pid/cmdline" 2>/dev/null || { echo "UNKNOWN $pid"; exit 0; }
+kill -TERM "$pid" 2>/dev/null
+flock -w 5 -x 9 || { kill -KILL "$pid" 2>/dev/null; flock -w 5 -x 9; } || { echo "STUCK $pid"; exit 0; }
+rm -f "$d/lock.owner"
+echo "BROKEN $pid $rest"
+"""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who runs gpunode: written next to the lock and into every journal line."""
+
+    user: str
+    workstation: str
+    pid: int
+    started: str
+    command: str
+    run_id: str
+
+    @classmethod
+    def current(cls, run_id: str, command: str | None = None) -> Owner:
+        return cls(
+            user=getpass.getuser(),
+            workstation=socket.gethostname(),
+            pid=os.getpid(),
+            started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            command=command if command is not None else " ".join(sys.argv),
+            run_id=run_id,
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def parse(cls, line: str) -> tuple[int | None, Owner | None]:
+        """'<pid on target> <json>' -> (pid, Owner); (None, None) when unreadable."""
+        pid_text, _, rest = line.strip().partition(" ")
+        try:
+            data = json.loads(rest)
+            return int(pid_text), cls(**data)
+        except (ValueError, TypeError):
+            return None, None
+
+    def describe(self) -> str:
+        return (f"{self.user}@{self.workstation} (pid {self.pid}, run {self.run_id}, "
+                f"since {self.started}): {self.command}")
+
+
+class TargetLock:
+    """A held lock; release() is safe to call twice."""
+
+    def __init__(self, held: Held | None):
+        self._held = held
+
+    def release(self) -> None:
+        held, self._held = self._held, None
+        if held is not None:
+            # A dead connection has released the lock already; nothing left to do then.
+            with contextlib.suppress(Exception):
+                held.release()
+
+    def __enter__(self) -> TargetLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = False) -> TargetLock:
+    """Take the target's lock (shared for check runs) or raise LockError naming its holder."""
+    script = _SHARED if shared else _EXCLUSIVE
+    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json()])
+    word, _, rest = held.first_line.partition(" ")
+    if word == "LOCKED":
+        return TargetLock(held)
+    held.release()
+    if word == "FREE":
+        return TargetLock(None)
+    if word == "BUSY":
+        pid, holder = Owner.parse(rest)
+        who = holder.describe() if holder else "a check run or a run that left no owner record"
+        where = f" (process {pid} on the target)" if pid else ""
+        raise LockError(
+            f"{target.name} is locked by another gpunode run: {who}{where}",
+            target=target.name,
+            evidence=f"{state_dir}/lock.owner: {rest or '(empty)'}",
+            hint="wait for that run to finish; a run that died releases the lock by itself. If it hangs "
+            "on a half-open connection, break the lock (gpunode.engine.lock.break_lock)",
+        )
+    raise LockError(
+        f"could not take the lock {state_dir}/lock on {target.name}",
+        target=target.name,
+        evidence=held.first_line or "(the lock shell said nothing)",
+        hint=f"check that {state_dir} is writable and that flock(1) (util-linux) is installed",
+    )
+
+
+def break_lock(target: Transport, state_dir: str) -> str:
+    """End the run holding the target's lock; return a sentence saying what was done."""
+    result = target.script(_BREAK, state_dir, check=True, what=f"breaking the lock in {state_dir}")
+    word, _, rest = result.stdout.strip().partition(" ")
+    if word in ("NOLOCK", "FREE"):
+        return f"{target.name}: {state_dir}/lock is not held; nothing to break"
+    if word == "BROKEN":
+        pid, _, owner_json = rest.partition(" ")
+        _, holder = Owner.parse(f"{pid} {owner_json}")
+        who = holder.describe() if holder else "unknown owner"
+        return f"{target.name}: ended lock holder process {pid} ({who}); the lock is free"
+    raise LockError(
+        f"cannot break the lock {state_dir}/lock on {target.name}: "
+        + ("its holder is not a gpunode lock shell" if word == "UNKNOWN" else f"process {rest} did not let go"),
+        target=target.name,
+        evidence=result.stdout.strip(),
+        hint=f"find the holder with `fuser -v {state_dir}/lock` on the target and end it by hand",
+    )

@@ -1,0 +1,68 @@
+"""Batched probes: every step's probe argv in ONE shell script, one round trip.
+
+Each probe runs with stdin from /dev/null and stderr folded into stdout,
+between marker lines that carry a random nonce (so no file content can fake
+one) and the probe's exit code. The newline printed before the end marker is
+ours and is removed again, so each step gets its output byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Sequence
+
+from gpunode import shell
+from gpunode.errors import FactError, tail
+from gpunode.steps.base import Probe
+from gpunode.transport.base import Transport
+
+
+def build(probes: Sequence[Sequence[str]], nonce: str) -> str:
+    parts = []
+    for i, argv in enumerate(probes):
+        parts.append(
+            f"printf '%s begin {i}\\n' {nonce}\n"
+            f"{shell.join(argv)} </dev/null 2>&1\n"
+            f"printf '\\n%s end {i} %d\\n' {nonce} $?\n"
+        )
+    return "".join(parts)
+
+
+def parse(output: str, count: int, nonce: str) -> list[Probe]:
+    pattern = re.compile(
+        rf"^{nonce} begin (\d+)\n(.*?)\n{nonce} end \1 (\d+)\n", re.S | re.M
+    )
+    found: dict[int, Probe] = {}
+    for match in pattern.finditer(output):
+        found[int(match.group(1))] = Probe(int(match.group(3)), match.group(2))
+    missing = [i for i in range(count) if i not in found]
+    if missing:
+        raise FactError(
+            f"the batched probe ended early: no result for probe {missing[0]} of {count}",
+            evidence=tail(output),
+            hint="the target may have run out of memory or the connection dropped; re-run",
+        )
+    return [found[i] for i in range(count)]
+
+
+def run_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Probe]:
+    """Run all probes in one command; one Probe per argv, in order."""
+    if not probes:
+        return []
+    nonce = "gpunode-" + secrets.token_hex(8)
+    # The script goes in on stdin: as one argv word it would hit Linux's
+    # 128 KiB limit per argument on runs with many steps.
+    result = target.run(["sh", "-s"], stdin=build(probes, nonce).encode())
+    try:
+        return parse(result.stdout, len(probes), nonce)
+    except FactError as exc:
+        exc.target = target.name
+        exc.evidence = tail(result.stdout + result.stderr)
+        raise
+
+
+def run_one(target: Transport, argv: Sequence[str]) -> Probe:
+    """One probe on its own, with the same folding as the batch (used for re-probes)."""
+    result = target.run(shell.sh('"$@" </dev/null 2>&1', *argv))
+    return Probe(result.exit_code, result.stdout)

@@ -1,0 +1,296 @@
+"""Run roles on targets: lock, one batched probe, check, apply, handlers, journal, recap.
+
+A no-op re-run costs two commands per target: the lock shell and the batched
+probe (which also reads the handlers left pending by an earlier run). Each
+step that changes costs its apply plus one journal command; once something
+has changed, the next changing step is probed again just before it applies,
+because the earlier change may already have done its work.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from gpunode.engine import journal, lock, probe
+from gpunode.engine.events import CHANGED, FAILED, OK, SKIPPED, Emit, Event, TargetRecap, discard
+from gpunode.engine.handlers import ordered, resolve
+from gpunode.engine.journal import Entry, Pending
+from gpunode.engine.metered import Metered
+from gpunode.engine.role import RolePlan
+from gpunode.errors import GpunodeError, LockError
+from gpunode.steps.base import Change, NoChange, Outcome, Step
+from gpunode.transport.base import Transport
+
+DEFAULT_STATE_DIR = "/var/lib/gpunode"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, GpunodeError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+@dataclass
+class _Run:
+    """The state of one run on one target."""
+
+    target: Transport
+    roles: Sequence[RolePlan]
+    check: bool
+    diff: bool
+    emit: Emit
+    state_dir: str
+    owner: lock.Owner
+    recap: TargetRecap
+    pending: list[Pending] = field(default_factory=list)
+    notifiers: dict[Pending, list[str]] = field(default_factory=dict)
+    changed_something: bool = False
+    stopped: str = ""  # why later steps are skipped, once something failed
+    steps_reported: int = 0
+
+    # -- events ------------------------------------------------------------------
+
+    def event(self, kind: str, role: str, step: str, status: str, reason: str,
+              started: float, diff: str = "") -> None:
+        shown = diff if (self.diff or self.check) else ""
+        ev = Event(kind, self.recap.target, role, step, status, reason,
+                   time.monotonic() - started, shown, self.check)
+        self.recap.count(ev)
+        self.steps_reported += kind == "step"
+        self.emit(ev)
+
+    # -- check -------------------------------------------------------------------
+
+    def plan(self) -> list[list[Outcome | BaseException]]:
+        """One batched probe for all steps of all roles, then every step's check."""
+        argvs: list[list[str]] = []
+        broken: dict[tuple[int, int], BaseException] = {}
+        for r, role in enumerate(self.roles):
+            for s, step in enumerate(role.steps):
+                try:
+                    argvs.append(step.probe())
+                except Exception as exc:  # noqa: BLE001 - reported as that step's failure
+                    broken[(r, s)] = exc
+                    argvs.append(["true"])
+        argvs.append(journal.pending_probe(self.state_dir))
+        results = probe.run_batch(self.target, argvs)
+        self.pending = journal.parse_pending(results[-1].output)
+        plans: list[list[Outcome | BaseException]] = []
+        i = 0
+        for r, role in enumerate(self.roles):
+            row: list[Outcome | BaseException] = []
+            for s, step in enumerate(role.steps):
+                row.append(broken.get((r, s)) or _check(step, results[i]))
+                i += 1
+            plans.append(row)
+        return plans
+
+    def report_plan(self, plans: list[list[Outcome | BaseException]]) -> None:
+        for role, row in zip(self.roles, plans, strict=True):
+            for step, outcome in zip(role.steps, row, strict=True):
+                started = time.monotonic()
+                if isinstance(outcome, BaseException):
+                    self.event("step", role.name, step.title, FAILED, _message(outcome), started)
+                elif isinstance(outcome, Change):
+                    self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff)
+                    for name in step.notify:
+                        self.notifiers.setdefault((role.name, name), []).append(step.id)
+                else:
+                    self.event("step", role.name, step.title, OK, outcome.reason, started)
+            for name in self._due(role):
+                why = self._why((role.name, name))
+                self.event("handler", role.name, name, CHANGED, f"would run ({why})", time.monotonic())
+        self._report_foreign(would=True)
+
+    # -- apply -------------------------------------------------------------------
+
+    def apply(self, plans: list[list[Outcome | BaseException]]) -> None:
+        for role, row in zip(self.roles, plans, strict=True):
+            for step, outcome in zip(role.steps, row, strict=True):
+                if self.stopped:
+                    self.event("step", role.name, step.title, SKIPPED, self.stopped, time.monotonic())
+                    continue
+                self._apply_step(role, step, outcome)
+            self._fire(role, self._due(role))
+        self._report_foreign(would=False)
+
+    def _apply_step(self, role: RolePlan, step: Step, outcome: Outcome | BaseException) -> None:
+        started = time.monotonic()
+        try:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if isinstance(outcome, Change) and self.changed_something:
+                outcome = _check(step, probe.run_one(self.target, step.probe()))
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            if isinstance(outcome, NoChange):
+                self.event("step", role.name, step.title, OK, outcome.reason, started)
+                return
+            new = [(role.name, n) for n in step.notify if (role.name, n) not in self.pending]
+            if new:
+                self.pending.extend(new)
+                journal.update(self.target, self.state_dir, pending=self.pending)
+            for name in step.notify:
+                self.notifiers.setdefault((role.name, name), []).append(step.id)
+            self.changed_something = True
+            step.apply(self.target)
+            entry = Entry(self.owner.run_id, self._by(), role.name, "step", step.id, outcome.summary)
+            journal.update(self.target, self.state_dir, entries=[entry])
+            self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff)
+        except Exception as exc:  # noqa: BLE001 - one target's failure must not stop the others
+            self.stopped = f"not run: {step.title} failed"
+            self.event("step", role.name, step.title, FAILED, _message(exc), started)
+
+    def _fire(self, role: RolePlan, names: list[str]) -> None:
+        """Run each handler once, in order; forget one only after it succeeded."""
+        done: list[Pending] = []
+        entries: list[Entry] = []
+        try:
+            for name in names:
+                key = (role.name, name)
+                started = time.monotonic()
+                if self.stopped:
+                    self.event("handler", role.name, name, SKIPPED,
+                               f"kept pending for the next run: {self.stopped}", started)
+                    continue
+                handler = resolve(name, role.handlers)
+                if handler is None:
+                    done.append(key)
+                    self.event("handler", role.name, name, SKIPPED,
+                               f"dropped: role {role.name} no longer declares handler {name}", started)
+                    continue
+                why = self._why(key)
+                try:
+                    handler.run(self.target)
+                except Exception as exc:  # noqa: BLE001 - stays pending, reported as failed
+                    self.stopped = f"not run: handler {name} failed"
+                    self.event("handler", role.name, name, FAILED, _message(exc), started)
+                    continue
+                done.append(key)
+                entries.append(Entry(self.owner.run_id, self._by(), role.name, "handler", name, f"ran ({why})"))
+                self.event("handler", role.name, name, CHANGED, f"ran ({why})", started)
+        finally:
+            if done:
+                self.pending = [p for p in self.pending if p not in done]
+                journal.update(self.target, self.state_dir, entries=entries, pending=self.pending)
+
+    def _due(self, role: RolePlan) -> list[str]:
+        names = [n for r, n in self.pending if r == role.name]
+        if self.check:
+            names += [n for r, n in self.notifiers if r == role.name]
+        return ordered(names, role.handlers)
+
+    def _report_foreign(self, *, would: bool) -> None:
+        """Handlers left pending by roles that are not part of this run: generic ones fire
+        (their name says what to do), role-specific ones wait for a run of their role."""
+        mine = {r.name for r in self.roles}
+        foreign = [p for p in self.pending if p[0] not in mine]
+        for role_name in dict.fromkeys(r for r, _ in foreign):
+            plan = RolePlan(role_name, [], {})
+            names = [n for r, n in foreign if r == role_name]
+            runnable = [n for n in names if resolve(n, {}) is not None]
+            for name in names:
+                if name not in runnable:
+                    self.event("handler", role_name, name, SKIPPED,
+                               f"kept pending until a run includes role {role_name}", time.monotonic())
+            if would:
+                for name in ordered(runnable, {}):
+                    self.event("handler", role_name, name, CHANGED,
+                               "would run (pending from an earlier run)", time.monotonic())
+            else:
+                self._fire(plan, ordered(runnable, {}))
+
+    def _why(self, key: Pending) -> str:
+        steps = self.notifiers.get(key)
+        if steps:
+            return "notified by " + ", ".join(dict.fromkeys(steps))
+        return "pending from an earlier run"
+
+    def _by(self) -> str:
+        return f"{self.owner.user}@{self.owner.workstation}"
+
+
+def _check(step: Step, result: probe.Probe) -> Outcome | BaseException:
+    try:
+        return step.check(result)
+    except Exception as exc:  # noqa: BLE001 - reported as that step's failure
+        return exc
+
+
+def run_target(
+    target: Transport,
+    roles: Sequence[RolePlan],
+    *,
+    check: bool = False,
+    diff: bool = False,
+    emit: Emit = discard,
+    state_dir: str = DEFAULT_STATE_DIR,
+    owner: lock.Owner | None = None,
+    lock_wait: float = 0.0,
+) -> TargetRecap:
+    """Converge one target to `roles` (or, with check, only say what would change)."""
+    started = time.monotonic()
+    metered = Metered(target)
+    recap = TargetRecap(target.name, check=check)
+    run = _Run(metered, roles, check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()), recap)
+    held: lock.TargetLock | None = None
+    try:
+        held = _acquire(metered, state_dir, run.owner, check, lock_wait)
+        plans = run.plan()
+        if check:
+            run.report_plan(plans)
+        else:
+            run.apply(plans)
+    except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
+        recap.error = _message(exc)
+        recap.exc = exc
+        # Steps that were never reported did not run.
+        recap.skipped += sum(len(r.steps) for r in roles) - run.steps_reported
+    finally:
+        if held is not None:
+            held.release()
+        recap.duration = time.monotonic() - started
+        recap.round_trips = metered.commands
+        emit(recap)
+    return recap
+
+
+def _acquire(target: Transport, state_dir: str, owner: lock.Owner, check: bool, wait: float) -> lock.TargetLock:
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            return lock.acquire(target, state_dir, owner, shared=check)
+        except LockError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)  # polling a lock held by another run, up to the caller's deadline
+
+
+def run_targets(
+    jobs: Sequence[tuple[Transport, Sequence[RolePlan]]],
+    *,
+    forks: int = 4,
+    emit: Emit = discard,
+    owner: lock.Owner | None = None,
+    **options,
+) -> list[TargetRecap]:
+    """run_target on many targets, `forks` at a time; recaps in the order of `jobs`."""
+    owner = owner or lock.Owner.current(new_run_id())
+    guard = threading.Lock()
+
+    def safe_emit(item) -> None:
+        with guard:
+            emit(item)
+
+    with ThreadPoolExecutor(max_workers=max(1, forks)) as pool:
+        futures = [pool.submit(run_target, t, roles, emit=safe_emit, owner=owner, **options) for t, roles in jobs]
+        return [f.result() for f in futures]
