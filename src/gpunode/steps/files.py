@@ -1,0 +1,252 @@
+"""Files on the target: Directory, File (literal content), Template (Jinja2), Symlink.
+
+File probes send back only a stat line and the sha256 of the current content;
+the old content (for the diff) crosses the wire only when the hashes differ,
+and only up to DIFF_LIMIT bytes. Writes go through Transport.write_file:
+temp file, hash verified on the target, fsync, rename.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.render import render
+from gpunode.transport.base import Transport
+
+DIFF_LIMIT = 256 * 1024
+
+_FILE_PROBE = """p=$1
+if [ -L "$p" ]; then printf 'link %s\\n' "$(readlink "$p")"; exit 0; fi
+if [ ! -e "$p" ]; then echo missing; exit 0; fi
+if [ ! -f "$p" ]; then printf 'other %s\\n' "$(stat -c %F "$p")"; exit 0; fi
+h=$(sha256sum < "$p") || exit 1
+stat -c 'file %a %U %G %s' "$p" || exit 1
+h=${h%% *}
+echo "$h"
+[ "$h" = "$2" ] || head -c "$3" "$p"
+"""
+
+_DIR_PROBE = """p=$1
+if [ -d "$p" ]; then stat -L -c 'dir %a %U %G' "$p"
+elif [ -e "$p" ] || [ -L "$p" ]; then printf 'other %s\\n' "$(stat -c %F "$p")"
+else echo missing; fi
+"""
+
+_DIR_APPLY = 'set -e; mkdir -p -- "$1"; chmod "$2" "$1"; [ -z "$3" ] || chown "$3" "$1"'
+
+_LINK_PROBE = """p=$1
+if [ -L "$p" ]; then printf 'link\\n%s\\n' "$(readlink "$p")"
+elif [ -e "$p" ]; then printf 'other %s\\n' "$(stat -c %F "$p")"
+else echo missing; fi
+"""
+
+# ln into a temp name, then rename over the path: the link is never absent.
+_LINK_APPLY = """set -e
+d=$(dirname "$1"); mkdir -p "$d"
+t="$d/.gpunode.$$.link"
+ln -sfn "$2" "$t"
+mv -Tf "$t" "$1"
+"""
+
+
+def short(sha: str) -> str:
+    return sha[:8]
+
+
+def _owner_differs(wanted: str | None, user: str, group: str) -> bool:
+    if not wanted:
+        return False
+    want_user, _, want_group = wanted.partition(":")
+    return want_user != user or bool(want_group and want_group != group)
+
+
+def _probe_failed(path: str, probe: Probe) -> StepError:
+    return StepError(f"cannot inspect {path} (exit code {probe.exit_code})", evidence=tail(probe.output),
+                     hint="check that the path is readable by the connecting user")
+
+
+def text_diff(old: str, new: str, path: str) -> str:
+    """A unified diff that also marks a missing newline at the end, like diff(1)."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 fromfile=f"{path} (target)", tofile=f"{path} (desired)")
+    out = []
+    for line in lines:
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
+
+
+@dataclass
+class Directory(Step):
+    """A directory with a mode and optionally an owner ("user" or "user:group")."""
+
+    path: str
+    mode: int = 0o755
+    owner: str | None = None
+
+    @property
+    def id(self) -> str:
+        return f"dir:{self.path}"
+
+    def probe(self) -> list[str]:
+        return ["sh", "-c", _DIR_PROBE, "sh", self.path]
+
+    def check(self, probe: Probe) -> Outcome:
+        if not probe.ok:
+            raise _probe_failed(self.path, probe)
+        kind, _, rest = probe.output.strip().partition(" ")
+        if kind == "missing":
+            return Change(f"create directory {self.path} (mode {self.mode:04o})")
+        if kind == "other":
+            raise StepError(f"{self.path} exists but is a {rest}, not a directory",
+                            hint="move it away by hand; gpunode does not delete what it did not make")
+        mode, user, group = rest.split()
+        todo = []
+        if int(mode, 8) != self.mode:
+            todo.append(f"mode {int(mode, 8):04o} → {self.mode:04o}")
+        if _owner_differs(self.owner, user, group):
+            todo.append(f"owner {user}:{group} → {self.owner}")
+        if todo:
+            return Change(f"change {self.path}: " + ", ".join(todo))
+        owned = f" and owner {user}:{group}" if self.owner else ""
+        return NoChange(f"{self.path} is already a directory with mode {self.mode:04o}{owned}")
+
+    def apply(self, target: Transport) -> None:
+        target.script(_DIR_APPLY, self.path, format(self.mode, "o"), self.owner or "",
+                      check=True, what=f"creating directory {self.path}")
+
+
+@dataclass
+class File(Step):
+    """A regular file with exactly this content, mode and (optionally) owner.
+
+    sensitive: keep the content out of diffs (tokens, keys).
+    """
+
+    path: str
+    content: str | bytes = ""
+    mode: int = 0o644
+    owner: str | None = None
+    sensitive: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"file:{self.path}"
+
+    @property
+    def data(self) -> bytes:
+        return self.content.encode() if isinstance(self.content, str) else self.content
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+    def probe(self) -> list[str]:
+        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, str(DIFF_LIMIT)]
+
+    def check(self, probe: Probe) -> Outcome:
+        if not probe.ok:
+            raise _probe_failed(self.path, probe)
+        first, _, rest = probe.output.partition("\n")
+        kind, _, detail = first.partition(" ")
+        desc = f"sha256 {short(self.sha256)}, mode {self.mode:04o}"
+        if kind == "missing":
+            return Change(f"create {self.path} ({len(self.data)} bytes, {desc})", self._diff("", None))
+        if kind == "link":
+            return Change(f"replace the symlink {self.path} → {detail} with a file ({desc})")
+        if kind == "other":
+            raise StepError(f"{self.path} exists but is a {detail}, not a regular file",
+                            hint="move it away by hand; gpunode does not delete what it did not make")
+        mode, user, group, size = detail.split()
+        sha, _, old = rest.partition("\n")
+        todo = []
+        diff = ""
+        if sha != self.sha256:
+            todo.append(f"content sha256 {short(sha)} → {short(self.sha256)}")
+            diff = self._diff(old, int(size))
+        if int(mode, 8) != self.mode:
+            todo.append(f"mode {int(mode, 8):04o} → {self.mode:04o}")
+        if _owner_differs(self.owner, user, group):
+            todo.append(f"owner {user}:{group} → {self.owner}")
+        if todo:
+            return Change(f"update {self.path}: " + ", ".join(todo), diff)
+        owned = f", owner {user}:{group}" if self.owner else ""
+        return NoChange(f"{self.path} already has the desired content (sha256 {short(sha)}), "
+                        f"mode {self.mode:04o}{owned}")
+
+    def _diff(self, old: str, old_size: int | None) -> str:
+        if self.sensitive:
+            return f"(diff of {self.path} hidden: the content is marked sensitive)\n"
+        if old_size is not None and old_size > DIFF_LIMIT:
+            return f"(diff of {self.path} omitted: the current file has {old_size} bytes)\n"
+        try:
+            new = self.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"(diff of {self.path} omitted: binary content)\n"
+        if "\0" in new or "\0" in old:
+            return f"(diff of {self.path} omitted: binary content)\n"
+        return text_diff(old, new, self.path)
+
+    def apply(self, target: Transport) -> None:
+        target.write_file(self.path, self.data, mode=self.mode, owner=self.owner, sha256=self.sha256)
+
+
+@dataclass
+class Template(File):
+    """A File whose content is templates/<template> rendered with `vars` (StrictUndefined).
+
+    comment: the comment marker of the file's format for the "managed by
+    gpunode" header; None for formats without comments (JSON).
+    """
+
+    template: str = ""
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    comment: str | None = "#"
+
+    def __post_init__(self) -> None:
+        if not self.template:
+            raise StepError(f"Template for {self.path} names no template")
+        self.content = render(self.template, self.vars, comment=self.comment)
+
+
+@dataclass
+class Symlink(Step):
+    """path is a symlink to target. force: replace a regular file standing at path."""
+
+    path: str
+    target: str
+    force: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"link:{self.path}"
+
+    def probe(self) -> list[str]:
+        return ["sh", "-c", _LINK_PROBE, "sh", self.path]
+
+    def check(self, probe: Probe) -> Outcome:
+        if not probe.ok:
+            raise _probe_failed(self.path, probe)
+        first, _, rest = probe.output.partition("\n")
+        kind, _, detail = first.partition(" ")
+        if kind == "missing":
+            return Change(f"create symlink {self.path} → {self.target}")
+        if kind == "link":
+            current = rest.rstrip("\n")
+            if current == self.target:
+                return NoChange(f"{self.path} already points to {self.target}")
+            return Change(f"repoint {self.path}: {current} → {self.target}")
+        if detail.startswith("regular") and self.force:
+            return Change(f"replace the file {self.path} with a symlink to {self.target}")
+        raise StepError(f"{self.path} exists but is a {detail}, not a symlink",
+                        hint="move it away by hand" + (", or set force=True to replace a file"
+                                                       if detail.startswith("regular") else ""))
+
+    def apply(self, target: Transport) -> None:
+        target.script(_LINK_APPLY, self.path, self.target, check=True,
+                      what=f"linking {self.path} → {self.target}")

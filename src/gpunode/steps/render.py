@@ -1,0 +1,62 @@
+"""Jinja2 rendering for file templates: StrictUndefined, and a "managed by gpunode" header.
+
+A missing variable is an error naming the template and the variable, never an
+empty string silently written into a config file.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from gpunode.errors import StepError
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+@functools.lru_cache(maxsize=8)
+def environment(root: str = str(TEMPLATES)) -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(root),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,  # config files and units, not HTML
+    )
+
+
+def header(name: str, comment: str) -> str:
+    return f"{comment} managed by gpunode (template {name}); local changes will be overwritten\n"
+
+
+def with_header(text: str, name: str, comment: str | None) -> str:
+    """Put the header first, or right after a #! line, which must stay the first line."""
+    if not comment:
+        return text
+    if text.startswith("#!"):
+        first, _, rest = text.partition("\n")
+        return f"{first}\n{header(name, comment)}{rest}"
+    return header(name, comment) + text
+
+
+def render(name: str, variables: Mapping[str, Any], *, comment: str | None = "#",
+           root: Path | None = None) -> str:
+    """Render templates/<name> with `variables`; comment=None for formats without comments."""
+    where = root or TEMPLATES
+    try:
+        template = environment(str(where)).get_template(name)
+        text = template.render(**variables)
+    except jinja2.TemplateNotFound:
+        raise StepError(f"template {name} not found under {where}",
+                        hint="check the template name in the role; templates live in "
+                        "src/gpunode/templates/<role>/") from None
+    except jinja2.UndefinedError as exc:
+        raise StepError(f"template {name} uses a variable that is not set: {exc.message}",
+                        hint="set it in the role's defaults.yml or in the inventory") from None
+    except jinja2.TemplateSyntaxError as exc:
+        raise StepError(f"template {name} line {exc.lineno}: {exc.message}",
+                        hint="fix the template syntax") from None
+    return with_header(text, name, comment)
