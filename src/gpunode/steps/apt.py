@@ -1,0 +1,115 @@
+"""Debian packages: Packages(names) makes sure each one is installed.
+
+The probe is one dpkg-query (no apt lock, no network). apply runs
+`apt-get update` only when a wanted package is unknown to the local lists, or
+when an install from stale lists fails, and installs only what is missing,
+non-interactively and without recommends.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.transport.base import Transport
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?$")
+_NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (\S+)$")
+
+FORMAT = "${Package}\\t${db:Status-Abbrev}\\t${Version}\\n"
+
+_INSTALL = """set -e
+export DEBIAN_FRONTEND=noninteractive
+missing=
+for p; do
+  s=$(dpkg-query -W -f='${db:Status-Abbrev}' -- "$p" 2>/dev/null) || s=
+  case "$s" in ?i" ") ;; *) missing="$missing $p";; esac
+done
+[ -n "$missing" ] || exit 0
+set -- $missing
+opts="-y -q --no-install-recommends -o DPkg::Lock::Timeout=300"
+opts="$opts -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+updated=0
+for p; do
+  if ! apt-cache show -- "$p" >/dev/null 2>&1; then apt-get update -q; updated=1; break; fi
+done
+apt-get install $opts -- "$@" && exit 0
+[ $updated = 0 ] || exit 1
+echo "gpunode: install failed; retrying once with fresh package lists" >&2
+apt-get update -q
+apt-get install $opts -- "$@"
+"""
+
+
+def _installed(abbrev: str) -> bool:
+    """db:Status-Abbrev: desired, status, error flag; 'ii ' or 'hi ' is a clean install."""
+    return len(abbrev) >= 2 and abbrev[1] == "i" and abbrev[2:3].strip() == ""
+
+
+@dataclass
+class Packages(Step):
+    """These Debian packages are installed (any version)."""
+
+    names: Sequence[str]
+
+    def __post_init__(self) -> None:
+        self.names = tuple(self.names)
+        bad = [n for n in self.names if not _NAME.match(n)]
+        if bad or not self.names:
+            raise StepError(f"not a Debian package name: {bad[0]!r}" if bad else "Packages() needs at least one name",
+                            hint="package names are lowercase letters, digits and + . -, optionally :arch")
+
+    @property
+    def id(self) -> str:
+        return "apt:" + ",".join(self.names)
+
+    def probe(self) -> list[str]:
+        return ["dpkg-query", "-W", f"-f={FORMAT}", "--", *self.names]
+
+    def check(self, probe: Probe) -> Outcome:
+        state: dict[str, tuple[str, str]] = {}
+        unknown: set[str] = set()
+        strange: list[str] = []
+        for line in probe.lines():
+            parts = line.split("\t")
+            missing = _NOT_FOUND.match(line)
+            if len(parts) == 3:
+                state[parts[0]] = (parts[1], parts[2])
+            elif missing:
+                unknown.add(missing.group(1))
+            elif line.strip():
+                strange.append(line)
+        if probe.exit_code not in (0, 1) or strange:
+            raise StepError(f"cannot read the package state of {', '.join(self.names)} "
+                            f"(dpkg-query exit code {probe.exit_code})",
+                            evidence=tail(probe.output),
+                            hint="is this a Debian or Ubuntu system with dpkg?")
+        todo: list[str] = []
+        leftovers: list[str] = []
+        have: list[str] = []
+        for name in self.names:
+            abbrev, version = state.get(name.split(":")[0], ("", ""))
+            if name in unknown or not _installed(abbrev):
+                todo.append(name)
+                if abbrev.startswith("rc"):
+                    leftovers.append(name)
+            else:
+                have.append(f"{name} {version}")
+        if todo:
+            note = f" ({', '.join(leftovers)} removed earlier, config files kept)" if leftovers else ""
+            return Change(f"install {', '.join(todo)}{note}")
+        count = "the package is" if len(have) == 1 else f"all {len(have)} packages are"
+        return NoChange(f"{count} already installed: {', '.join(have)}")
+
+    def apply(self, target: Transport) -> None:
+        result = target.script(_INSTALL, *self.names)
+        if not result.ok:
+            raise StepError(
+                f"apt-get could not install {', '.join(self.names)} (exit code {result.exit_code})",
+                target=target.name,
+                evidence=tail(result.stderr or result.stdout, 20),
+                hint="check the apt sources and the network on the target; re-running is safe",
+            )
