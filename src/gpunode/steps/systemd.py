@@ -1,0 +1,156 @@
+"""systemd: Unit (a unit file that notifies daemon-reload and a restart) and
+Service (enabled and/or running, or not).
+
+Service's probe is one `systemctl show` of the properties that matter, which
+works for units systemd has never heard of (LoadState=not-found) too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.files import File, Template
+from gpunode.transport.base import Transport
+
+UNIT_DIR = "/etc/systemd/system"
+#: Handler names the engine resolves by pattern (engine/handlers.py); steps only name them.
+DAEMON_RELOAD = "daemon-reload"
+PROPERTIES = ("LoadState", "UnitFileState", "ActiveState", "SubState", "NeedDaemonReload")
+_UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
+
+# Unit states for which "enabled" holds or cannot be had by `systemctl enable`.
+_COUNTS_AS_ENABLED = {"enabled", "enabled-runtime", "static", "indirect", "generated", "alias"}
+_RUNNING = {"active", "activating", "reloading"}
+
+_SERVICE_APPLY = """set -e
+u=$1
+[ "$(systemctl show -p NeedDaemonReload --value -- "$u")" != yes ] || systemctl daemon-reload
+case "$2" in yes) systemctl enable -q -- "$u";; no) systemctl disable -q -- "$u";; esac
+fail() { rc=$?; echo "--- systemctl status $u:"; systemctl status --no-pager --lines=20 -- "$u" || true; exit $rc; }
+case "$3" in yes) systemctl start -- "$u" || fail;; no) systemctl stop -- "$u" || fail;; esac
+"""
+
+
+def _check_name(name: str) -> None:
+    if not _UNIT_NAME.match(name):
+        raise StepError(f"not a systemd unit name: {name!r}",
+                        hint="use the full name with its type, e.g. gpunode-demo.service")
+
+
+@dataclass
+class Unit(Step):
+    """A unit file under /etc/systemd/system, from literal content or a template.
+
+    By default it notifies daemon-reload and restart:<name>; restart=False
+    notifies only daemon-reload.
+    """
+
+    name: str
+    content: str | None = None
+    template: str | None = None
+    vars: Mapping[str, Any] = field(default_factory=dict)
+    restart: bool = True
+    directory: str = UNIT_DIR
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if (self.content is None) == (self.template is None):
+            raise StepError(f"Unit {self.name} needs exactly one of content= or template=")
+        path = f"{self.directory}/{self.name}"
+        self.file: File = (File(path, self.content) if self.content is not None
+                           else Template(path, template=self.template or "", vars=self.vars))
+        if not self.notify:
+            self.notify = (DAEMON_RELOAD, f"restart:{self.name}") if self.restart else (DAEMON_RELOAD,)
+
+    @property
+    def id(self) -> str:
+        return f"unit:{self.name}"
+
+    def probe(self) -> list[str]:
+        return self.file.probe()
+
+    def check(self, probe: Probe) -> Outcome:
+        return self.file.check(probe)
+
+    def apply(self, target: Transport) -> None:
+        self.file.apply(target)
+
+
+def parse_show(output: str) -> dict[str, str]:
+    """`systemctl show -p A -p B` output -> {A: value, B: value}."""
+    props: dict[str, str] = {}
+    for line in output.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in PROPERTIES:
+            props[key] = value
+    return props
+
+
+@dataclass
+class Service(Step):
+    """The unit is enabled (or not) and running (or not); None leaves that side alone."""
+
+    name: str
+    enabled: bool | None = True
+    running: bool | None = True
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+
+    @property
+    def id(self) -> str:
+        return f"service:{self.name}"
+
+    def probe(self) -> list[str]:
+        return ["systemctl", "show", *(f"-p{p}" for p in PROPERTIES), "--", self.name]
+
+    def check(self, probe: Probe) -> Outcome:
+        props = parse_show(probe.output)
+        if not probe.ok or "LoadState" not in props:
+            raise StepError(f"cannot read the state of {self.name} from systemd "
+                            f"(systemctl exit code {probe.exit_code})",
+                            evidence=tail(probe.output),
+                            hint="the target must run systemd as PID 1; in an LXC container, "
+                            "check that it boots /sbin/init")
+        load, file_state = props["LoadState"], props.get("UnitFileState", "")
+        active = props.get("ActiveState", "")
+        if load == "masked" or file_state == "masked":
+            raise StepError(f"{self.name} is masked, so it can be neither started nor enabled",
+                            hint=f"unmask it on the target with `systemctl unmask {self.name}` if that is wanted")
+        todo: list[str] = []
+        if self.enabled is True and file_state not in _COUNTS_AS_ENABLED:
+            todo.append("enable")
+        if self.enabled is False and file_state in ("enabled", "enabled-runtime"):
+            todo.append("disable")
+        if self.running is True and active not in _RUNNING:
+            todo.append("start")
+        if self.running is False and active in _RUNNING | {"deactivating"}:
+            todo.append("stop")
+        if todo:
+            now = "not loaded yet" if load == "not-found" else f"{file_state or 'no unit file'}, {active}"
+            return Change(f"{' and '.join(todo)} {self.name} (now {now})")
+        said = []
+        if self.enabled is not None:
+            said.append(file_state if self.enabled else f"not enabled ({file_state or 'no unit file'})")
+        if self.running is not None:
+            sub = props.get("SubState", "")
+            said.append(f"running ({active}/{sub})" if self.running else f"stopped ({active})")
+        return NoChange(f"{self.name} is already {' and '.join(said) or 'as wanted'}")
+
+    def apply(self, target: Transport) -> None:
+        def word(value: bool | None) -> str:
+            return "" if value is None else ("yes" if value else "no")
+
+        result = target.script(_SERVICE_APPLY, self.name, word(self.enabled), word(self.running))
+        if not result.ok:
+            raise StepError(
+                f"systemctl could not bring {self.name} to the wanted state (exit code {result.exit_code})",
+                target=target.name,
+                evidence=tail(result.stdout + result.stderr, 30),
+                hint=f"see `journalctl -u {self.name}` on the target; re-running is safe",
+            )
