@@ -1,0 +1,139 @@
+"""Output sinks for engine events: rich text for people, JSON lines for machines.
+
+Both are callables that take each Event and TargetRecap as the engine emits
+them, plus `finish(recaps)` once all targets are done. The JSON schema is in
+docs/events.md; keep it in step with engine/events.py's SCHEMA_VERSION.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gpunode.engine.events import CHANGED, FAILED, OK, SCHEMA_VERSION, SKIPPED, Event, TargetRecap
+
+Redact = Callable[[str], str]
+
+_STYLE = {OK: "green", CHANGED: "yellow", FAILED: "bold red", SKIPPED: "dim"}
+
+
+def _same(text: str) -> str:
+    return text
+
+
+def _diff_text(diff: str) -> Text:
+    out = Text()
+    for line in diff.splitlines(keepends=True):
+        style = ""
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        out.append(line, style=style)
+    return out
+
+
+class HumanReport:
+    """One line per step and handler, diffs when the engine sent them, a recap table at the end.
+
+    show_ok=False hides steps that needed nothing (the recap still counts them).
+    """
+
+    def __init__(self, console: Console | None = None, *, show_ok: bool = True, redact: Redact = _same):
+        self.console = console or Console()
+        self.show_ok = show_ok
+        self.redact = redact
+
+    def __call__(self, item: Event | TargetRecap) -> None:
+        if isinstance(item, TargetRecap):
+            self._target_done(item)
+            return
+        if item.status == OK and not self.show_ok:
+            return
+        word = "would change" if item.check and item.status == CHANGED else item.status
+        what = f"handler {item.step}" if item.kind == "handler" else item.step
+        reason, *more = self.redact(item.reason).splitlines() or [""]
+        line = Text()
+        line.append(f"{word:>12} ", style=_STYLE.get(item.status, ""))
+        line.append(f"{item.target} ", style="bold")
+        line.append(f"{item.role}: {what}")
+        line.append(f"  {reason}", style="dim" if item.status == OK else "")
+        if item.duration >= 0.1:
+            line.append(f"  ({item.duration:.1f}s)", style="dim")
+        self.console.print(line, highlight=False, soft_wrap=True)
+        for extra in more:
+            self.console.print(Text("             " + extra, style="red" if item.status == FAILED else ""),
+                               highlight=False, soft_wrap=True)
+        if item.diff:
+            self.console.print(_diff_text(self.redact(item.diff)), highlight=False, soft_wrap=True)
+
+    def _target_done(self, recap: TargetRecap) -> None:
+        if recap.error:
+            self.console.print(Text(f"{recap.target}: {self.redact(recap.error)}", style="bold red"),
+                               highlight=False, soft_wrap=True)
+
+    def finish(self, recaps: Sequence[TargetRecap]) -> None:
+        check = any(r.check for r in recaps)
+        table = Table(title="recap (check mode: nothing was changed)" if check else "recap")
+        for name in ("target", "ok", "changed", "failed", "skipped", "time", "round trips", "result"):
+            table.add_column(name, justify="left" if name in ("target", "result") else "right")
+        for r in recaps:
+            result = Text("ok", style="green") if r.succeeded else Text("FAILED", style="bold red")
+            table.add_row(r.target, str(r.ok), Text(str(r.changed), style="yellow" if r.changed else ""),
+                          Text(str(r.failed), style="red" if r.failed else ""), str(r.skipped),
+                          f"{r.duration:.1f}s", str(r.round_trips), result)
+        self.console.print(table)
+
+
+class JsonLines:
+    """One JSON object per line: step/handler events, a target line per target, a final recap."""
+
+    def __init__(self, stream: TextIO | None = None, *, redact: Redact = _same):
+        self.stream = stream or sys.stdout
+        self.redact = redact
+
+    def _write(self, data: dict[str, Any]) -> None:
+        self.stream.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+        self.stream.flush()
+
+    def __call__(self, item: Event | TargetRecap) -> None:
+        data = item.to_dict()
+        for key in ("reason", "diff", "error"):
+            if key in data and isinstance(data[key], str):
+                data[key] = self.redact(data[key])
+        self._write(data)
+
+    def finish(self, recaps: Sequence[TargetRecap]) -> None:
+        self._write(recap_event(recaps, redact=self.redact))
+
+
+def recap_event(recaps: Sequence[TargetRecap], *, redact: Redact = _same) -> dict[str, Any]:
+    """The final line of a --json run: totals and one entry per target."""
+    targets = []
+    for r in recaps:
+        entry = r.to_dict()
+        del entry["v"], entry["type"]
+        entry["error"] = redact(entry["error"])
+        targets.append(entry)
+    return {
+        "v": SCHEMA_VERSION,
+        "type": "recap",
+        "check": any(r.check for r in recaps),
+        "succeeded": all(r.succeeded for r in recaps),
+        "ok": sum(r.ok for r in recaps),
+        "changed": sum(r.changed for r in recaps),
+        "failed": sum(r.failed for r in recaps),
+        "skipped": sum(r.skipped for r in recaps),
+        "duration": round(max((r.duration for r in recaps), default=0.0), 3),
+        "targets": targets,
+    }
