@@ -224,3 +224,23 @@ def test_targets_run_in_parallel_and_wait_for_each_others_lock(tmp_path, state):
     assert all(r.succeeded and r.changed == 4 for r in recaps)
     assert sorted(r.target for r in seen.recaps) == ["a", "b"]
     assert (tmp_path / "a/etc/demo.conf").exists() and (tmp_path / "b/etc/demo.conf").exists()
+
+
+def test_a_run_that_lost_its_lock_stops_before_the_next_change(root, state):
+    from gpunode.engine.lock import break_lock
+
+    role = RolePlan("r", [File(str(root / f"{i}.conf"), f"{i}\n") for i in range(3)])
+    seen = Collect()
+
+    def emit(item) -> None:
+        seen(item)
+        if getattr(item, "status", "") == "changed" and len(seen.events) == 1:
+            break_lock(CountingTransport(), state)  # as if the connection holding the lock had died
+
+    recap = run_target(CountingTransport(), [role], emit=emit, state_dir=state)
+    assert seen.statuses() == [(f"file:{root}/0.conf", "changed"), (f"file:{root}/1.conf", "failed"),
+                               (f"file:{root}/2.conf", "skipped")]
+    assert "this run lost the lock" in seen.events[1].reason
+    assert not (root / "1.conf").exists()
+    again = run_target(CountingTransport(), [role], state_dir=state)
+    assert (again.ok, again.changed) == (1, 2)

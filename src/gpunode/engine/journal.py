@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpunode.engine.lock import guard, lost, lost_error
 from gpunode.transport.base import Transport
 
 JOURNAL = "journal.jsonl"
@@ -25,7 +26,7 @@ PENDING = "handlers.pending"
 
 _UPDATE = """set -e
 d=$1
-mkdir -p "$d"
+""" + guard("$d", "$5") + """
 [ -z "$2" ] || printf '%s' "$2" >> "$d/journal.jsonl"
 if [ "$3" = set ]; then
   if [ -z "$4" ]; then rm -f "$d/handlers.pending"
@@ -74,18 +75,22 @@ def pending_probe(state_dir: str) -> list[str]:
 def update(
     target: Transport,
     state_dir: str,
+    run_id: str,
     *,
     entries: Iterable[Entry] = (),
     pending: Iterable[Pending] | None = None,
 ) -> None:
-    """Append journal lines and/or replace the pending set, in one command."""
+    """Append journal lines and/or replace the pending set, in one command, only while
+    lock.owner still names run_id (else LockError)."""
     text = "".join(e.line() for e in entries)
     mode = "keep" if pending is None else "set"
     body = format_pending(pending) if pending is not None else ""
     if not text and pending is None:
         return
-    target.script(_UPDATE, state_dir, text, mode, body, check=True,
-                  what=f"recording the journal in {state_dir}")
+    result = target.script(_UPDATE, state_dir, text, mode, body, run_id)
+    if lost(result.exit_code, result.stdout):
+        raise lost_error(target.name, state_dir)
+    result.check(f"recording the journal in {state_dir}")
 
 
 def read(target: Transport, state_dir: str) -> list[dict]:

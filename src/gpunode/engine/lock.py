@@ -63,6 +63,35 @@ echo "BROKEN $pid $rest"
 """
 
 
+#: Exit code and line of a command that refused to act because this run lost its lock.
+LOST_EXIT = 75
+LOST_LINE = "gpunode: this run no longer holds the lock"
+
+
+def guard(dir_ref: str, run_ref: str) -> str:
+    """Shell text that stops a command (exit LOST_EXIT) unless lock.owner still names this run.
+
+    The lock shell removes lock.owner when its connection ends and a new holder
+    overwrites it, so this catches a run that reconnected after a drop and
+    would otherwise go on changing the target without the lock.
+    """
+    return (f'grep -qF "\\"run_id\\":\\"{run_ref}\\"" "{dir_ref}/lock.owner" 2>/dev/null '
+            f'|| {{ echo "{LOST_LINE}"; exit {LOST_EXIT}; }}')
+
+
+def lost(result_code: int, output: str) -> bool:
+    return result_code == LOST_EXIT and LOST_LINE in output
+
+
+def lost_error(target: str, state_dir: str) -> LockError:
+    return LockError(
+        f"this run lost the lock on {target} ({state_dir}/lock): its connection dropped or the lock was "
+        "broken; stopped before changing anything else",
+        target=target,
+        hint="re-run: finished steps are no-ops, pending handlers were kept, no file is ever half-written",
+    )
+
+
 @dataclass(frozen=True)
 class Owner:
     """Who runs gpunode: written next to the lock and into every journal line."""

@@ -129,7 +129,7 @@ class _Run:
             if isinstance(outcome, BaseException):
                 raise outcome
             if isinstance(outcome, Change) and self.changed_something:
-                outcome = _check(step, probe.run_one(self.target, step.probe()))
+                outcome = _check(step, self._reprobe(step))
                 if isinstance(outcome, BaseException):
                     raise outcome
             if isinstance(outcome, NoChange):
@@ -138,17 +138,25 @@ class _Run:
             new = [(role.name, n) for n in step.notify if (role.name, n) not in self.pending]
             if new:
                 self.pending.extend(new)
-                journal.update(self.target, self.state_dir, pending=self.pending)
+                journal.update(self.target, self.state_dir, self.owner.run_id, pending=self.pending)
             for name in step.notify:
                 self.notifiers.setdefault((role.name, name), []).append(step.id)
             self.changed_something = True
             step.apply(self.target)
             entry = Entry(self.owner.run_id, self._by(), role.name, "step", step.id, outcome.summary)
-            journal.update(self.target, self.state_dir, entries=[entry])
+            journal.update(self.target, self.state_dir, self.owner.run_id, entries=[entry])
             self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff)
         except Exception as exc:  # noqa: BLE001 - one target's failure must not stop the others
             self.stopped = f"not run: {step.title} failed"
             self.event("step", role.name, step.title, FAILED, _message(exc), started)
+
+    def _reprobe(self, step: Step) -> probe.Probe:
+        """The step's probe again, refused on the target if this run lost its lock meanwhile."""
+        script = lock.guard("$1", "$2") + '\nshift 2\n"$@" </dev/null 2>&1'
+        result = self.target.script(script, self.state_dir, self.owner.run_id, *step.probe())
+        if lock.lost(result.exit_code, result.stdout):
+            raise lock.lost_error(self.target.name, self.state_dir)
+        return probe.Probe(result.exit_code, result.stdout)
 
     def _fire(self, role: RolePlan, names: list[str]) -> None:
         """Run each handler once, in order; forget one only after it succeeded."""
@@ -181,7 +189,7 @@ class _Run:
         finally:
             if done:
                 self.pending = [p for p in self.pending if p not in done]
-                journal.update(self.target, self.state_dir, entries=entries, pending=self.pending)
+                journal.update(self.target, self.state_dir, self.owner.run_id, entries=entries, pending=self.pending)
 
     def _due(self, role: RolePlan) -> list[str]:
         names = [n for r, n in self.pending if r == role.name]
