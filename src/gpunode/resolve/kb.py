@@ -1,0 +1,248 @@
+"""The knowledge base as typed data (built by load.py from gpunode/compat/*.yml).
+
+Every rule keeps `where` (file:line of its YAML) and `source` (the fact it was
+taken from), so that a plan's decisions can cite both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Index:
+    id: str
+    url: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Package:
+    req: str                        # "torch==2.9.1+cu129"
+    name: str                       # "torch"
+    index: str = "pypi"             # id into KB.indexes
+    pypi_standin: str | None = None # what CI resolves instead when `index` cannot be reached
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Flashinfer:
+    version: str
+    vendored_cccl: str | None
+    nvcc_min: dict[str, str]        # compute capability -> lowest nvcc its JIT accepts
+    jit_cache_index: str = ""
+
+
+@dataclass(frozen=True)
+class Pinset:
+    id: str
+    engine: str                     # "sglang" | "vllm" | "vllm-cpu"
+    version: str
+    status: str                     # "known-good" | "unconfirmed"
+    opt_in: bool
+    packages: tuple[Package, ...]
+    torch_version: str
+    torch_cuda: str | None          # "13.0"; None for a CPU build
+    kernel_package: str | None
+    kernel_links_libnuma: bool
+    flashinfer: Flashinfer | None
+    python_min: str
+    python_max: str
+    glibc_min: str | None
+    machines: tuple[str, ...]
+    driver_min: str | None
+    spec_v2_default: bool | None
+    uninstall_after: tuple[str, ...]
+    unconfirmed: tuple[str, ...]
+    source: str
+    where: str
+
+    @property
+    def cuda_major(self) -> int | None:
+        return int(self.torch_cuda.split(".")[0]) if self.torch_cuda else None
+
+
+@dataclass(frozen=True)
+class NvccPackages:
+    cuda: str
+    packages: tuple[str, ...]
+    cuda_home: str                  # relative to site-packages
+    source: str
+
+
+@dataclass(frozen=True)
+class Router:
+    id: str
+    package: str
+    module: str
+    python_min: str
+    python_max: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Warned:
+    reason: str
+    engine: str | None = None       # version specifier; None = every version
+
+
+@dataclass(frozen=True)
+class HybridRow:
+    engine: str                     # version specifier
+    allowed: tuple[str, ...]
+    default: str | None
+    source: str
+
+
+@dataclass(frozen=True)
+class Arch:
+    cc: str
+    name: str
+    products: tuple[str, ...]       # regular expressions over nvidia-smi's name
+    min_cuda: str
+    min_driver: str | None
+    attention_default: str
+    attention_allowed: tuple[str, ...]
+    attention_warn: dict[str, Warned]
+    attention_forbidden: dict[str, str]
+    hybrid_gdn: tuple[HybridRow, ...]
+    mm_attention: str | None
+    tp_allowed: str                 # "yes" | "fragile" | "no"
+    tp_caveat: str
+    tp_env: dict[str, str]
+    tp_args: dict[str, tuple[str, ...]]
+    tp_source: str
+    mem_fraction: float
+    quantization: dict[str, Any]
+    ptxas_fix: bool
+    requires_cuda_major: int | None
+    source: str
+    where: str
+
+    @property
+    def cc_major(self) -> int:
+        return int(self.cc.split(".")[0])
+
+
+@dataclass(frozen=True)
+class FlagRow:
+    engine: str | None              # version specifier; None = every version
+    flag: str
+    values: tuple[str, ...] = ()
+    deprecated: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    rows: dict[str, tuple[FlagRow, ...]]   # engine -> rows
+    source: str
+    where: str
+
+
+@dataclass(frozen=True)
+class EnvRow:
+    engine: str
+    default: bool
+    set: dict[str, str]
+    source: str
+
+
+@dataclass(frozen=True)
+class Entrypoint:
+    engine: str
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    source: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    name_pattern: str
+    min_engine: dict[str, str]
+    source: str
+
+
+@dataclass(frozen=True)
+class Mtp:
+    args: tuple[str, ...]
+    mamba_strategy: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ExtraArgs:
+    when: dict[str, Any]
+    args: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class Parsers:
+    reasoning: str | None = None
+    tool_call: str | None = None
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Family:
+    id: str
+    name: str
+    architectures: tuple[str, ...]
+    hybrid_gdn: bool
+    multimodal: bool
+    min_engine: dict[str, str]
+    variants: tuple[Variant, ...]
+    parsers: dict[str, Parsers]
+    mtp: dict[str, Mtp]
+    mamba_strategy: str | None
+    mamba_strategy_source: str
+    extra_args: tuple[ExtraArgs, ...]
+    source: str
+    where: str
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FixRule:
+    id: str
+    when: dict[str, Any]
+    phase: str
+    actions: tuple[Action, ...]
+    reason: str
+    source: str
+    where: str
+
+
+@dataclass(frozen=True)
+class KB:
+    indexes: dict[str, Index]
+    nvcc: dict[str, NvccPackages]
+    routers: dict[str, Router]
+    pinsets: tuple[Pinset, ...]
+    archs: tuple[Arch, ...]
+    kv_reserve_fraction: float
+    topology_source: str
+    entrypoints: dict[str, Entrypoint]
+    options: dict[str, Option]
+    env_rows: dict[str, dict[str, tuple[EnvRow, ...]]]
+    gpu_env: dict[str, str]
+    gpu_env_source: str
+    families: tuple[Family, ...]
+    fixes: tuple[FixRule, ...]
+    files: dict[str, str] = field(default_factory=dict)   # name -> path, for messages
+
+    def pinset(self, pid: str) -> Pinset | None:
+        return next((p for p in self.pinsets if p.id == pid), None)
+
+    def arch(self, cc: str) -> Arch | None:
+        return next((a for a in self.archs if a.cc == cc), None)

@@ -1,0 +1,240 @@
+"""Choose the pin set: the first one, in the knowledge base's order of preference,
+that passes every check (sglang-stack-facts.md "Resolver checks, in order").
+
+When none passes, the refusal names what blocked every candidate and what
+would unblock it (a driver upgrade, another OS, or a pin set / engine that
+does fit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpunode.errors import ResolveError
+from gpunode.facts.types import Facts
+from gpunode.resolve import attention, versions
+from gpunode.resolve.choices import Choices
+from gpunode.resolve.hardware import GpuSet
+from gpunode.resolve.kb import KB, Pinset
+from gpunode.resolve.models import ModelRule
+from gpunode.resolve.trail import Trail
+
+ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "vllm-cpu": "vLLM CPU"}
+
+
+@dataclass(frozen=True)
+class Blocked:
+    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "attention", "nvcc"
+    text: str           # "driver 570.86 < 580 (CUDA 13.0)"
+    have: str = ""
+    need: str = ""
+
+
+@dataclass(frozen=True)
+class Picked:
+    pinset: Pinset
+    python: str
+    skipped: tuple[tuple[str, Blocked], ...]
+
+
+def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices) -> list[Blocked]:
+    """Every reason `p` cannot serve here, in the order of the resolver checks."""
+    out: list[Blocked] = []
+    sysf = facts.system
+    if gpus is not None and p.torch_cuda:
+        arch = gpus.arch
+        if versions.parse(p.torch_cuda) < versions.parse(arch.min_cuda):
+            out.append(Blocked("gpu", f"compute capability {arch.cc} needs CUDA >= {arch.min_cuda}, "
+                               f"{p.id} is CUDA {p.torch_cuda}", p.torch_cuda, arch.min_cuda))
+        if arch.requires_cuda_major and p.cuda_major != arch.requires_cuda_major:
+            out.append(Blocked("gpu", f"compute capability {arch.cc} needs a CUDA {arch.requires_cuda_major} stack",
+                               p.torch_cuda, str(arch.requires_cuda_major)))
+    drv = facts.driver.version
+    floors = [f for f in (p.driver_min, gpus.arch.min_driver if gpus else None) if f]
+    if gpus is not None and p.torch_cuda and drv and floors:
+        need = max(floors, key=versions.parse)
+        if not versions.at_least(drv, need):
+            out.append(Blocked("driver", f"driver {drv} < {need} (CUDA {p.torch_cuda})", drv, need))
+    if sysf.glibc and p.glibc_min and not versions.at_least(sysf.glibc, p.glibc_min):
+        out.append(Blocked("glibc", f"glibc {sysf.glibc} < {p.glibc_min}", sysf.glibc, p.glibc_min))
+    if _python(p, facts, choices) is None:
+        have = choices.python or ", ".join(sysf.pythons) or "?"
+        out.append(Blocked("python", f"python {have} outside {p.python_min}-{p.python_max}", have,
+                           f"{p.python_min}-{p.python_max}"))
+    if sysf.arch and p.machines and sysf.arch not in p.machines:
+        out.append(Blocked("machine", f"{sysf.arch} has no wheels in {p.id} (only {', '.join(p.machines)})",
+                           sysf.arch, ", ".join(p.machines)))
+    low, _ = rule.floor(p.engine)
+    if low and versions.parse(p.version) < versions.parse(low):
+        out.append(Blocked("model", f"{rule.label} needs {p.engine} >= {low}, {p.id} is {p.version}", p.version, low))
+    if gpus is not None and p.engine == "sglang" and choices.attention_backend:
+        v = attention.judge(gpus.arch, choices.attention_backend, p.version, rule.hybrid)
+        if v.level == "forbidden":
+            out.append(Blocked("attention", f"attention_backend {choices.attention_backend}: {v.reason}"))
+    if gpus is not None and p.flashinfer and p.torch_cuda:
+        nvcc = p.flashinfer.nvcc_min.get(gpus.arch.cc)
+        if nvcc and versions.parse(p.torch_cuda) < versions.parse(nvcc):
+            out.append(Blocked("nvcc", f"flashinfer {p.flashinfer.version}'s JIT needs nvcc >= {nvcc} on compute "
+                               f"capability {gpus.arch.cc}, but nvcc must match torch's CUDA {p.torch_cuda}",
+                               p.torch_cuda, nvcc))
+    return out
+
+
+def _python(p: Pinset, facts: Facts, choices: Choices) -> str | None:
+    """The Python for `p`'s venv: the user's, else the target's default, else its newest in range."""
+    if choices.python:
+        return choices.python if versions.in_range(choices.python, p.python_min, p.python_max) else None
+    found = list(facts.system.pythons)
+    if not found:
+        return versions.major_minor(p.python_max)
+    default = facts.system.default_python
+    if default and default in found and versions.in_range(default, p.python_min, p.python_max):
+        return versions.major_minor(default)
+    fitting = [v for v in found if versions.in_range(v, p.python_min, p.python_max)]
+    return versions.major_minor(max(fitting, key=versions.parse)) if fitting else None
+
+
+def candidates(kb: KB, engine: str, choices: Choices, target: str) -> list[Pinset]:
+    if choices.pinset:
+        p = kb.pinset(choices.pinset)
+        if p is None:
+            raise ResolveError(f"pinset: {choices.pinset} is not in the knowledge base", target=target,
+                               hint="known pin sets: " + ", ".join(x.id for x in kb.pinsets))
+        if p.engine != engine:
+            raise ResolveError(f"pinset: {p.id} is a {p.engine} pin set but the engine is {engine}", target=target,
+                               hint=f"drop one of them, or set engine: {p.engine}")
+        return [p]
+    pool = [p for p in kb.pinsets if p.engine == engine]
+    if choices.engine_version:
+        pool = [p for p in pool if p.version == choices.engine_version]
+        if not pool:
+            known = ", ".join(f"{p.version} ({p.id})" for p in kb.pinsets if p.engine == engine)
+            raise ResolveError(f"engine_version: {choices.engine_version} matches no {engine} pin set", target=target,
+                               hint=f"known versions: {known}")
+        return pool
+    return [p for p in pool if not p.opt_in]
+
+
+def pick(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
+         trail: Trail) -> Picked:
+    pool = candidates(kb, engine, choices, facts.target)
+    results = [(p, checks(p, facts, gpus, rule, choices)) for p in pool]
+    skipped: list[tuple[str, Blocked]] = []
+    for p, blocked in results:
+        if not blocked:
+            py = _python(p, facts, choices)
+            assert py is not None
+            _record(p, py, skipped, facts, choices, trail)
+            return Picked(p, py, tuple(skipped))
+        skipped.append((p.id, blocked[0]))
+    raise refusal(kb, engine, facts, gpus, rule, choices, results)
+
+
+def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts, choices: Choices,
+            trail: Trail) -> None:
+    if choices.pinset:
+        why = f"named by the inventory (pinset: {p.id}) and it passes every check"
+    elif choices.engine_version:
+        why = f"the pin set of engine_version {p.version}, and it passes every check"
+    else:
+        why = "the first pin set in order of preference that passes every check"
+    if skipped:
+        why += "; skipped " + "; ".join(f"{pid} ({b.text})" for pid, b in skipped)
+    fact = f"driver={facts.driver.version}; glibc={facts.system.glibc}; pythons={list(facts.system.pythons)}"
+    trail.decide("pin set", f"{p.id} ({p.engine} {p.version}, torch {p.torch_version}"
+                 f"{' CUDA ' + p.torch_cuda if p.torch_cuda else ' CPU'})", why, fact=fact, rule=p.where,
+                 source=p.source)
+    py_why = (f"python{py}: inside {p.id}'s range {p.python_min}-{p.python_max}"
+              + (" (set by the inventory)" if choices.python else ""))
+    if not facts.system.pythons and not choices.python:
+        py_why += "; the target's Pythons are unknown, so the newest in range is assumed"
+        trail.warn(f"the target's Python versions are unknown; the plan assumes python{py} is installed")
+    trail.decide("python", py, py_why, fact=f"system.pythons={list(facts.system.pythons)}; "
+                 f"default={facts.system.default_python}", rule=p.where, source=p.source)
+    if p.status != "known-good":
+        trail.warn(f"pin set {p.id} is {p.status}")
+    for note in p.unconfirmed:
+        trail.warn(f"{p.id}: unconfirmed: {note}")
+
+
+def refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
+            results: list[tuple[Pinset, list[Blocked]]]) -> ResolveError:
+    name = ENGINE_NAMES[engine]
+    evidence = "\n".join(f"{p.id} ({p.engine} {p.version}): " + "; ".join(b.text for b in bl) for p, bl in results)
+    where = f" on compute capability {gpus.arch.cc}" if gpus else ""
+    if choices.pinset or choices.engine_version:
+        p, blocked = results[0]
+        message = (f"{p.id} ({name} {p.version}, chosen by the inventory) does not fit: "
+                   + "; ".join(b.text for b in blocked))
+        return ResolveError(message, target=facts.target, evidence=evidence,
+                            hint=_hint(blocked[0].check, [(p, blocked)], kb, engine, facts, gpus, rule, choices,
+                                       chosen=True))
+    runs = [(p, bl) for p, bl in results if not any(b.check == "model" for b in bl)]
+    if not runs:
+        floor, source = rule.floor(engine)
+        newest = max((p.version for p, _ in results), key=versions.parse, default="none")
+        message = f"no {name} pin set runs {rule.label}: it needs {engine} >= {floor}; the newest pin set has {newest}"
+        return ResolveError(message, target=facts.target, evidence=f"rule source: {source}\n{evidence}",
+                            hint=_alternatives(kb, engine, facts, gpus, rule, choices) or
+                            "add a pin set with a newer release to gpunode/compat/pinsets.yml")
+    order = ["gpu", "driver", "glibc", "python", "machine", "attention", "nvcc"]
+    common = [c for c in order if all(any(b.check == c for b in bl) for _, bl in runs)]
+    check = common[0] if common else next(b.check for b in runs[0][1])
+    mine = [(p, next(b for b in bl if b.check == check)) for p, bl in runs if any(b.check == check for b in bl)]
+    groups: dict[str, list[str]] = {}
+    for p, b in mine:
+        groups.setdefault(b.need or b.text, []).append(p.id)
+    needs = "; ".join(f"{', '.join(ids)} need {need}" for need, ids in groups.items())
+    scope = "every" if common else "the preferred"
+    if check in ("driver", "glibc"):
+        lowest = min((b.need for _, b in mine), key=versions.parse)
+        message = (f"{check} {mine[0][1].have} < {lowest} needed by {scope} {name} pin set that runs "
+                   f"{rule.label}{where} ({needs})")
+    else:
+        message = f"no {name} pin set fits {rule.label}{where}: " + "; ".join(f"{p.id}: {b.text}" for p, b in mine)
+    return ResolveError(message, target=facts.target, evidence=evidence,
+                        hint=_hint(check, runs, kb, engine, facts, gpus, rule, choices, chosen=False))
+
+
+def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: str, facts: Facts,
+          gpus: GpuSet | None, rule: ModelRule, choices: Choices, chosen: bool) -> str:
+    needs = [b.need for _, bl in runs for b in bl if b.check == check and b.need]
+    parts = []
+    if check == "driver":
+        low, high = min(needs, key=versions.parse), max(needs, key=versions.parse)
+        parts.append(f"upgrade the host's NVIDIA driver to >= {low}"
+                     + (f" (>= {high} for the CUDA 13 pin sets)" if high != low else ""))
+    elif check == "glibc":
+        parts.append(f"use an OS image with glibc >= {min(needs, key=versions.parse)} "
+                     "(Debian 12, Ubuntu 22.04 or newer)")
+    elif check == "python":
+        parts.append(f"install a Python in {', '.join(sorted(set(needs)))} on the target, or set python:")
+    elif check == "attention":
+        parts.append("drop attention_backend: to use the architecture's default")
+    elif check == "nvcc":
+        parts.append("use a pin set whose torch is CUDA >= 12.9 (flashinfer's JIT on SM 12.x)")
+    elif check == "gpu":
+        parts.append("use a pin set with a newer CUDA for this GPU")
+    else:
+        parts.append("see the evidence for each pin set")
+    if chosen:
+        parts.append("or remove pinset:/engine_version: and let the resolver choose")
+    alt = _alternatives(kb, engine, facts, gpus, rule, choices, exclude={p.id for p, _ in runs})
+    if alt:
+        parts.append(alt)
+    return "; ".join(parts)
+
+
+def _alternatives(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
+                  exclude: set[str] | None = None) -> str:
+    """Pin sets (opt-in ones, or another engine's) that would fit, as a hint."""
+    free = Choices(**{**choices.__dict__, "pinset": None, "engine_version": None})
+    fits = []
+    for p in kb.pinsets:
+        if p.id in (exclude or set()) or (p.engine == "vllm-cpu") != (gpus is None):
+            continue
+        if not checks(p, facts, gpus, rule, free):
+            status = f", {p.status}: {p.unconfirmed[0]}" if p.unconfirmed else ""
+            via = f"pinset: {p.id}" if p.engine == engine else f"engine: {p.engine} (pin set {p.id})"
+            fits.append(f"{via} ({p.engine} {p.version}{status})")
+    return "or set " + " or ".join(fits) if fits else ""

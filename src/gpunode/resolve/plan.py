@@ -1,0 +1,124 @@
+"""The resolver's output: a plan, plain data with a stable JSON form.
+
+The JSON layout is documented in docs/resolve.md (schema "gpunode.plan/1").
+Fields are only ever added; renaming or removing one means a new schema id.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "gpunode.plan/1"
+
+
+@dataclass(frozen=True)
+class PlannedPackage:
+    requirement: str
+    index: str                  # index id from pinsets.yml ("pypi", "pytorch-cu129", ...)
+    index_url: str
+    pypi_standin: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Indexes:
+    index_url: str
+    extra_index_urls: tuple[str, ...] = ()
+    # packages whose real index CI cannot reach, and the PyPI build tested instead
+    stand_ins: tuple[dict[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    kind: str | None            # "system" | "pip" | None (no JIT toolkit: CPU plan)
+    cuda_home: str | None
+    nvcc: str | None            # major.minor the JIT compiles with
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    gpus: tuple[int, ...]
+    port: int
+    cuda_visible_devices: str | None
+    argv: tuple[str, ...]       # full command: venv python, -m module, args
+    args: tuple[str, ...]       # the engine's arguments alone
+    env: dict[str, str]         # this server's own variables (on top of Plan.env)
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    package: str
+    venv: str
+    python: str
+    argv: tuple[str, ...]
+    host: str
+    port: int
+    policy: str
+    worker_urls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Topology:
+    kind: str                   # "per-gpu" | "tensor-parallel" | "cpu-slots"
+    servers: int
+    tp: int
+    gpus: tuple[int, ...]
+    unused_gpus: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlannedFix:
+    id: str
+    phase: str
+    actions: tuple[dict[str, Any], ...]
+    reason: str
+    fact: str
+    source: str
+    rule: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    decision: str               # what was decided ("pin set", "attention backend", ...)
+    value: str
+    reason: str                 # a sentence
+    fact: str                   # the fact(s) that drove it, "gpu0.compute_cap=12.0"
+    rule: str                   # where the rule lives, "gpus.yml:97 archs[12.0].attention"
+    source: str                 # the rule's own source
+
+
+@dataclass(frozen=True)
+class Plan:
+    target: str
+    engine: str
+    engine_version: str
+    pinset: str
+    pinset_status: str
+    python: str
+    venv: str
+    packages: tuple[PlannedPackage, ...]
+    indexes: Indexes
+    toolkit: Toolkit
+    env: dict[str, str]
+    topology: Topology
+    servers: tuple[Server, ...]
+    router: RouterPlan | None
+    fixes: tuple[PlannedFix, ...]
+    model: dict[str, Any]
+    decisions: tuple[Decision, ...]
+    warnings: tuple[str, ...]
+    schema: str = field(default=SCHEMA)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        # schema first, so a reader sees the version before anything else
+        return {"schema": out.pop("schema"), **out}
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def decision(self, name: str) -> Decision | None:
+        return next((d for d in self.decisions if d.decision == name), None)

@@ -1,0 +1,48 @@
+"""The CUDA toolkit that flashinfer's and SGLang's JIT compilers will use.
+
+Its nvcc must have torch's CUDA major.minor (facts "Resolver checks" 8 and
+§5.1 c): a system toolkit of exactly that version is used as it is; otherwise
+the plan pins pip's nvcc to it inside the venv.
+"""
+
+from __future__ import annotations
+
+from gpunode.facts.types import Facts
+from gpunode.resolve import versions
+from gpunode.resolve.hardware import GpuSet
+from gpunode.resolve.kb import KB, Pinset
+from gpunode.resolve.plan import Toolkit
+from gpunode.resolve.trail import Trail
+
+
+def site_packages(venv: str, python: str) -> str:
+    return f"{venv}/lib/python{python}/site-packages"
+
+
+def choose(p: Pinset, facts: Facts, gpus: GpuSet | None, venv: str, python: str, kb: KB, trail: Trail) -> Toolkit:
+    if gpus is None or not p.torch_cuda:
+        return Toolkit(None, None, None)
+    want = p.torch_cuda
+    found = [t for t in facts.system.toolkits if t.kind == "system"]
+    listing = ", ".join(f"{t.version} at {t.path}" for t in found) or "none"
+    fact = f"system.toolkits: {listing}; torch {p.torch_version} is CUDA {want}"
+    nvcc = kb.nvcc[want]
+    need = p.flashinfer.nvcc_min.get(gpus.arch.cc) if p.flashinfer else None
+    why_need = (f"; flashinfer {p.flashinfer.version} needs nvcc >= {need} on compute capability {gpus.arch.cc}"
+                if need and p.flashinfer else "")
+    match = [t for t in found if versions.major_minor(t.version) == want]
+    if match:
+        t = match[0]
+        trail.decide("JIT toolkit", f"system CUDA {t.version} at {t.path}",
+                     f"its nvcc matches torch's CUDA {want}{why_need}; CUDA_HOME points at it",
+                     fact=fact, rule="compat/pinsets.yml nvcc_packages", source=nvcc.source)
+        return Toolkit("system", t.path, want)
+    cuda_home = f"{site_packages(venv, python)}/{nvcc.cuda_home}"
+    reason = f"no system toolkit has CUDA {want}, torch's CUDA"
+    if found:
+        reason += (f"; the system's {found[0].version} would be found first through /usr/local/cuda or PATH and "
+                   "break the JIT (mixed toolkits)")
+    reason += f"{why_need}; pip's nvcc is pinned to {want} ({', '.join(nvcc.packages)}) and CUDA_HOME points at it"
+    trail.decide("JIT toolkit", f"pip CUDA {want} at {cuda_home}", reason, fact=fact,
+                 rule="compat/pinsets.yml nvcc_packages", source=nvcc.source)
+    return Toolkit("pip", cuda_home, want)

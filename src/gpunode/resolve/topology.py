@@ -1,0 +1,100 @@
+"""How many servers, on which GPUs (or CPU cores), with which tensor parallelism.
+
+One server per GPU by default; tensor parallelism only when the weights do not
+fit one GPU (or the user forces `tp:`), in groups of consecutive GPUs.
+"""
+
+from __future__ import annotations
+
+from gpunode.errors import ResolveError
+from gpunode.facts.types import Facts
+from gpunode.resolve.choices import Choices
+from gpunode.resolve.hardware import GpuSet
+from gpunode.resolve.kb import KB
+from gpunode.resolve.models import ModelRule
+from gpunode.resolve.plan import Topology
+from gpunode.resolve.trail import Trail
+
+GIB = 1 << 30
+
+
+def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: float, choices: Choices, kb: KB,
+                 trail: Trail) -> tuple[Topology, list[tuple[int, ...]]]:
+    n = len(gpus.gpus)
+    arch = gpus.arch
+    size = rule.model.size_bytes if rule.model else 0
+    mem = gpus.memory_mib * (1 << 20) if gpus.memory_mib else None
+    usable = mem * mem_fraction * (1 - kv_reserve(kb)) if mem else None
+    fit = f"weights {size} bytes; GPU memory {gpus.memory_mib} MiB"
+    if mem and usable and size:
+        fit = (f"weights {size / GIB:.1f} GiB; {n} GPU(s) of {mem / GIB:.1f} GiB; mem_fraction {mem_fraction}; "
+               f"{kv_reserve(kb):.0%} of the pool kept for KV cache -> {usable / GIB:.1f} GiB for weights per GPU")
+    if choices.tp:
+        tp = choices.tp
+        if tp > n:
+            raise ResolveError(f"tp: {tp} but only {n} GPU(s) are selected", target=facts.target,
+                               hint="lower tp or select more GPUs with the gpus variable")
+        if usable and size and size / tp > usable:
+            raise ResolveError(f"tp: {tp} does not fit the model: {fit}", target=facts.target,
+                               hint=f"raise tp (up to {n}) or lower the model's size (a quantized checkpoint)")
+        why = f"tp: {tp} set by the inventory"
+    elif not size or not usable:
+        tp = 1
+        why = "one server per GPU; the model's size or the GPU memory is unknown, so fit was not checked"
+        trail.warn("model size or GPU memory unknown: the plan assumes the weights fit one GPU")
+    elif size <= usable:
+        tp = 1
+        why = "the weights fit one GPU, so each GPU runs its own server (data parallelism, no NCCL)"
+    else:
+        tp = next((t for t in (2, 4, 8, 16) if t <= n and size / t <= usable), 0)
+        if not tp:
+            raise ResolveError(f"{rule.label} does not fit on {n} GPU(s): {fit}", target=facts.target,
+                               hint="use more or larger GPUs, a lower-precision checkpoint, or a higher mem_fraction")
+        why = f"the weights do not fit one GPU; the smallest tensor-parallel group that fits is {tp}"
+    if tp > 1 and arch.tp_allowed == "no":
+        raise ResolveError(f"tensor parallelism {tp} on compute capability {arch.cc}: {arch.tp_caveat}",
+                           target=facts.target, hint="use a model that fits one GPU")
+    if tp > 1 and arch.tp_allowed == "fragile":
+        trail.warn(f"tensor parallelism on compute capability {arch.cc} is fragile: {arch.tp_caveat}")
+    indexes = gpus.indexes
+    groups = [indexes[i:i + tp] for i in range(0, n - n % tp, tp)]
+    unused = indexes[len(groups) * tp:]
+    if unused:
+        trail.warn(f"GPUs {list(unused)} are left unused: {n} GPUs do not split into groups of {tp}")
+    kind = "per-gpu" if tp == 1 else "tensor-parallel"
+    trail.decide("topology", f"{len(groups)} server(s) x tp {tp} ({kind})", why, fact=fit,
+                 rule="compat/gpus.yml topology", source=kb.topology_source)
+    return Topology(kind, len(groups), tp, indexes, tuple(unused)), groups
+
+
+def kv_reserve(kb: KB) -> float:
+    return kb.kv_reserve_fraction
+
+
+def cpu_topology(facts: Facts, choices: Choices, trail: Trail) -> tuple[Topology, list[int]]:
+    cpus = facts.system.cpus
+    if choices.slots:
+        slots = choices.slots
+        why = f"slots: {slots} set by the inventory"
+    elif cpus:
+        slots = min(2, cpus)
+        why = f"min(2, {cpus} CPUs): one vLLM CPU server per slot, each bound to its own core"
+    else:
+        slots = 1
+        why = "the CPU count is unknown: one slot"
+        trail.warn("CPU count unknown: the plan uses one CPU slot")
+    cores = list(choices.slot_cores) if choices.slot_cores else list(range(slots))
+    if len(cores) < slots:
+        raise ResolveError(f"slots: {slots} but slot_cores lists only {cores}", target=facts.target,
+                           hint="give one core id per slot, e.g. slot_cores: [0, 1]")
+    cores = cores[:slots]
+    if cpus and max(cores) >= cpus and not choices.slot_cores:
+        trail.warn(f"core {max(cores)} is beyond the target's {cpus} CPUs")
+    trail.decide("topology", f"{slots} CPU slot(s) on cores {cores} (cpu-slots)", why,
+                 fact=f"system.cpus={cpus}; no GPU", rule="choices.slots",
+                 source="cpu-serving-facts.md §1 (VLLM_CPU_OMP_THREADS_BIND: one core per server)")
+    if facts.system.mem_limit_bytes or facts.system.mem_total_bytes:
+        mem = facts.system.mem_limit_bytes or facts.system.mem_total_bytes
+        if mem < slots * 2.5 * 1e9:
+            trail.warn(f"{slots} vLLM CPU servers need about {slots * 2.4:.1f} GB; the target has {mem / 1e9:.1f} GB")
+    return Topology("cpu-slots", slots, 1, ()), cores
