@@ -1,0 +1,67 @@
+"""CUDA driver library links: `libcuda.so` next to `libcuda.so.1`, found through ldconfig.
+
+Triton finds the driver through `ldconfig -p` and needs the unversioned
+name; containers with bind-mounted or installed driver libraries often have
+only libcuda.so.1, and a stale linker cache hides new ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpunode import shell
+from gpunode.errors import StepError
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.transport.base import Transport
+
+_PROBE = r"""
+ldconfig -p 2>/dev/null | awk '/libcuda\.so(\.1)? /{print $1, $NF}'
+for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib /usr/local/nvidia/lib64; do
+  [ -e "$d/libcuda.so.1" ] && echo "file $d/libcuda.so.1"
+done
+true
+"""
+
+_APPLY = r"""
+set -e
+ldconfig
+one=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
+[ -n "$one" ] || { echo "libcuda.so.1 is not installed" >&2; exit 3; }
+dir=$(dirname "$one")
+[ -e "$dir/libcuda.so" ] || ln -s libcuda.so.1 "$dir/libcuda.so"
+ldconfig
+ldconfig -p | grep -q 'libcuda\.so ' || { echo "ldconfig does not list libcuda.so after linking" >&2; exit 4; }
+"""
+
+
+@dataclass
+class LibcudaLink(Step):
+    """ldconfig knows libcuda.so (unversioned), linked to libcuda.so.1 in the driver's folder."""
+
+    @property
+    def id(self) -> str:
+        return "libcuda:libcuda.so"
+
+    def probe(self) -> list[str]:
+        return shell.sh(_PROBE)
+
+    def check(self, probe: Probe) -> Outcome:
+        names = {line.split()[0] for line in probe.lines() if line and not line.startswith("file ")}
+        files = [line.split(" ", 1)[1] for line in probe.lines() if line.startswith("file ")]
+        if "libcuda.so" in names:
+            return NoChange("ldconfig already lists libcuda.so")
+        if "libcuda.so.1" in names or files:
+            where = files[0].rsplit("/", 1)[0] if files else "the driver's folder"
+            return Change(f"run ldconfig and link libcuda.so -> libcuda.so.1 in {where}")
+        return Change("link libcuda.so -> libcuda.so.1 once the host driver's user-space libraries are in the "
+                      "container (libcuda.so.1 is not there yet, so applying this will fail)")
+
+    def apply(self, target: Transport) -> None:
+        result = target.run(shell.sh(_APPLY))
+        if result.exit_code == 3:
+            raise StepError("libcuda.so.1 is not installed in the target, so there is nothing to link",
+                            target=target.name,
+                            hint="install the host's exact driver version inside the container "
+                            "(NVIDIA .run with --no-kernel-module) or bind-mount the driver libraries")
+        if not result.ok:
+            raise StepError("linking libcuda.so failed", target=target.name, evidence=result.stderr.strip())

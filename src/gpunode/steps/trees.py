@@ -1,0 +1,103 @@
+"""Whole folders: an overlay of other folders' contents, and a path that must be absent.
+
+An overlay is judged by one hash over the relative names and contents of
+every source file, computed on the target and kept in a stamp file in the
+destination: a re-run sends no file list over the wire, only two hashes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpunode import shell
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.transport.base import Transport
+
+_HASH = r"""
+dest=$1; shift
+for d in "$@"; do [ -d "$d" ] || echo "@@missing $d"; done
+for d in "$@"; do
+  [ -d "$d" ] && (cd "$d" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum)
+done | sha256sum | cut -c1-32
+"""
+
+_PROBE = _HASH.replace("dest=$1; shift", 'dest=$1; shift\ncat "$dest/.gpunode-overlay" 2>/dev/null || echo none')
+
+_APPLY = r"""
+set -e
+dest=$1; stamp=$2; shift 2
+mkdir -p "$dest"
+for d in "$@"; do cp -a "$d/." "$dest/"; done
+printf '%s\n' "$stamp" > "$dest/.gpunode-overlay.tmp"
+mv -f "$dest/.gpunode-overlay.tmp" "$dest/.gpunode-overlay"
+"""
+
+
+@dataclass
+class Overlay(Step):
+    """The files of every folder in `sources` are present in `dest` (later sources win).
+
+    + dest: e.g. CUDA_HOME/include
+    + sources: folders whose contents are copied in (e.g. flashinfer's vendored CCCL)
+    """
+
+    dest: str
+    sources: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"overlay:{self.dest}"
+
+    def probe(self) -> list[str]:
+        return shell.sh(_PROBE, self.dest, *self.sources)
+
+    def check(self, probe: Probe) -> Outcome:
+        lines = probe.lines()
+        missing = [line.split(" ", 1)[1] for line in lines if line.startswith("@@missing ")]
+        stamp, current = (lines[0], lines[-1]) if len(lines) >= 2 else ("none", "")
+        if missing:
+            return Change(f"overlay {len(self.sources)} folders onto {self.dest} "
+                          f"(not there yet: {', '.join(missing)}; they come with the engine install)")
+        if stamp == current:
+            return NoChange(f"{self.dest} already holds the overlay of {len(self.sources)} folders "
+                            f"(content hash {current[:8]})")
+        return Change(f"overlay {len(self.sources)} folders onto {self.dest}")
+
+    def apply(self, target: Transport) -> None:
+        stamp = target.run(shell.sh(_HASH, self.dest, *self.sources)).stdout.strip()
+        missing = [s for s in self.sources if f"@@missing {s}" in stamp]
+        if missing:
+            raise StepError(f"cannot overlay onto {self.dest}: {', '.join(missing)} does not exist",
+                            target=target.name, hint="the engine role installs these; run it first")
+        result = target.run(shell.sh(_APPLY, self.dest, stamp.splitlines()[-1], *self.sources))
+        if not result.ok:
+            raise StepError(f"overlay onto {self.dest} failed", target=target.name,
+                            evidence=tail(result.stderr), hint="re-run; the stamp is written only when complete")
+
+
+@dataclass
+class Absent(Step):
+    """Nothing exists at `path` (a stale cache, an old venv). `~/` means root's home."""
+
+    path: str
+
+    @property
+    def id(self) -> str:
+        return f"absent:{self.path}"
+
+    def _real(self) -> str:
+        return "/root/" + self.path[2:] if self.path.startswith("~/") else self.path
+
+    def probe(self) -> list[str]:
+        return shell.sh('[ -e "$1" ] || [ -L "$1" ] && du -sh "$1" 2>/dev/null | cut -f1 || echo absent', self._real())
+
+    def check(self, probe: Probe) -> Outcome:
+        if probe.output.strip() == "absent":
+            return NoChange(f"{self._real()} does not exist")
+        return Change(f"remove {self._real()} ({probe.output.strip() or 'unknown size'})")
+
+    def apply(self, target: Transport) -> None:
+        if self._real() in ("/", "/root", "/root/"):
+            raise StepError(f"refusing to remove {self._real()}", target=target.name)
+        target.run(["rm", "-rf", "--", self._real()], check=True, what=f"removing {self._real()}")
