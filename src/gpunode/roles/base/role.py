@@ -1,0 +1,29 @@
+"""base: packages, folders and uv."""
+
+from __future__ import annotations
+
+from gpunode.engine import RolePlan
+from gpunode.roles.context import RoleContext
+from gpunode.steps.apt import Packages
+from gpunode.steps.files import Directory, Symlink
+from gpunode.steps.venv import Venv
+
+TOOLS = "/opt/gpunode/tools"
+
+
+def build(ctx: RoleContext) -> list[RolePlan]:
+    v = ctx.vars
+    packages = list(v["base_packages"])
+    for fix in ctx.plan.fixes:  # e.g. libnuma1 when the kernel wheel links libnuma.so.1
+        for action in fix.actions:
+            if action["kind"] == "apt_install":
+                packages += list(action["packages"])
+    steps: list = [Packages(names=sorted(set(packages)))]
+    steps += [Directory(path=d) for d in v["base_dirs"]]
+    if v["base_uv"]:
+        wheelhouse = v.get("wheelhouse") or ""
+        steps.append(Venv(path=TOOLS, requirements=[v["base_uv_requirement"]], no_index=bool(wheelhouse),
+                          find_links=[wheelhouse] if wheelhouse else [], python="python3",
+                          verify=[["uv", "--version"]], label="uv (tools venv)"))
+        steps.append(Symlink(path="/usr/local/bin/uv", target=f"{TOOLS}/bin/uv"))
+    return [RolePlan("base", steps)]

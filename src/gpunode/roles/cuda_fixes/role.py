@@ -1,0 +1,33 @@
+"""cuda_fixes: the plan's fixes that act on files, plus persistent JIT caches."""
+
+from __future__ import annotations
+
+from gpunode.engine import RolePlan
+from gpunode.roles.context import RoleContext
+from gpunode.steps.cuda import LibcudaLink
+from gpunode.steps.files import Directory
+from gpunode.steps.trees import Absent, Overlay
+
+# Kinds handled elsewhere: pip_* in the engine venv, apt_install in base, env in the plan's environment.
+ELSEWHERE = {"pip_install", "pip_uninstall", "apt_install", "env", "manual"}
+
+
+def jit_env(cache: str) -> dict[str, str]:
+    """Point every JIT cache at one persistent folder (facts §5.3: caches to persist per node)."""
+    return {"XDG_CACHE_HOME": cache, "FLASHINFER_WORKSPACE_BASE": cache, "TRITON_CACHE_DIR": f"{cache}/triton",
+            "TVM_FFI_CACHE_DIR": f"{cache}/tvm-ffi", "VLLM_CACHE_ROOT": f"{cache}/vllm", "HOME": "/root"}
+
+
+def build(ctx: RoleContext) -> list[RolePlan]:
+    steps: list = [Directory(path=ctx.vars["cuda_jit_cache"])]
+    for fix in ctx.plan.fixes:
+        kinds = [a["kind"] for a in fix.actions]
+        if "symlink" in kinds or "ldconfig" in kinds:
+            steps.append(LibcudaLink(label=f"{fix.id}: libcuda.so"))
+        for action in fix.actions:
+            if action["kind"] == "overlay_tree":
+                steps.append(Overlay(dest=action["into"], sources=list(action["contents_of"]),
+                                     label=f"{fix.id}: overlay onto {action['into']}"))
+            elif action["kind"] == "remove_tree":
+                steps.append(Absent(path=action["path"], label=f"{fix.id}: remove {action['path']}"))
+    return [RolePlan("cuda_fixes", steps)]

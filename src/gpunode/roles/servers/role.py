@@ -1,0 +1,88 @@
+"""servers: env files and units per server, the router, the boot-time staging unit, readiness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpunode.engine import RolePlan
+from gpunode.roles.context import RoleContext
+from gpunode.roles.weights.role import staged_path
+from gpunode.steps.files import File, Template
+from gpunode.steps.health import Endpoint, Ready
+from gpunode.steps.systemd import Service
+from gpunode.steps.unitfmt import env_lines, exec_line
+from gpunode.steps.weights import STAGE_SCRIPT
+
+UNIT_DIR = "/etc/systemd/system"
+STAGE_UNIT = "gpunode-stage-weights.service"
+ROUTER_UNIT = "gpunode-router.service"
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str          # "gpu0", "slot1"
+    device: str        # "GPU 0" / "CPU core 1"
+    port: int
+    argv: list[str]    # full command line
+    env: dict[str, str]
+    cpu_affinity: str = ""
+
+    @property
+    def unit(self) -> str:
+        return f"gpunode-{self.name}.service"
+
+
+def unit_name(name: str) -> str:
+    return f"gpunode-{name}.service"
+
+
+def servers_from_plan(ctx: RoleContext) -> list[Server]:
+    from gpunode.roles.plan_view import servers
+
+    return servers(ctx, staged_path(ctx))
+
+
+def build(ctx: RoleContext) -> list[RolePlan]:
+    from gpunode.roles.plan_view import router_argv, served_model_name
+
+    v = ctx.vars
+    servers = servers_from_plan(ctx)
+    model = served_model_name(ctx)
+    steps: list = []
+    stage = STAGE_UNIT if v["weights_stage"] else ""
+    if stage:
+        source = str(ctx.var("model_source")).rstrip("/")
+        steps.append(Template(path=f"{UNIT_DIR}/{STAGE_UNIT}", template="servers/stage-weights.service.j2",
+                              vars={"source": source, "dest": staged_path(ctx),
+                                    "exec_start": exec_line(["/bin/sh", STAGE_SCRIPT, source, staged_path(ctx)])},
+                              notify=("daemon-reload",)))
+    for s in servers:
+        env_file = f"/etc/gpunode/{s.name}.env"
+        steps.append(File(path=env_file, content="".join(line + "\n" for line in env_lines(s.env)),
+                          notify=(f"restart:{s.unit}",)))
+        steps.append(Template(path=f"{UNIT_DIR}/{s.unit}", template="servers/server.service.j2",
+                              vars={"engine": ctx.plan.engine, "name": s.name, "device": s.device,
+                                    "stage_unit": stage, "env_file": env_file, "workdir": "/var/lib/gpunode",
+                                    "exec_start": exec_line(s.argv), "cpu_affinity": s.cpu_affinity,
+                                    "start_timeout": v["servers_start_timeout"]},
+                              notify=("daemon-reload", f"restart:{s.unit}")))
+    endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers]
+    router = router_argv(ctx, servers) if v["servers_router"] else None
+    if router:
+        argv, port, env = router
+        steps.append(File(path="/etc/gpunode/router.env", content="".join(x + "\n" for x in env_lines(env)),
+                          notify=(f"restart:{ROUTER_UNIT}",)))
+        steps.append(Template(path=f"{UNIT_DIR}/{ROUTER_UNIT}", template="servers/router.service.j2",
+                              vars={"workers": servers, "policy": ctx.plan.router.policy,
+                                    "server_units": [s.unit for s in servers], "env_file": "/etc/gpunode/router.env",
+                                    "workdir": "/var/lib/gpunode", "exec_start": exec_line(argv)},
+                              notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
+        endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{port}", model))
+    plans = [RolePlan("servers", steps)]
+    if v["servers_enabled"]:
+        # A separate role, so that its steps run after the unit files' handlers: a changed
+        # unit is restarted once (restart starts a stopped unit), never started then restarted.
+        units = ([stage] if stage else []) + [s.unit for s in servers] + ([ROUTER_UNIT] if router else [])
+        plans.append(RolePlan("services", [Service(name=u, enabled=True, running=True) for u in units]))
+        plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]))]))
+    return plans

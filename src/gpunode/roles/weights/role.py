@@ -1,0 +1,38 @@
+"""weights: the staging script and the staged copy of the model."""
+
+from __future__ import annotations
+
+import posixpath
+from importlib.resources import files
+
+from gpunode.engine import RolePlan
+from gpunode.roles.context import RoleContext
+from gpunode.steps.files import File
+from gpunode.steps.weights import STAGE_SCRIPT, StagedWeights
+
+
+def staged_path_for(variables: dict) -> str:
+    """Where the servers load the model from: the staged copy, or the source itself."""
+    source = str(variables["model_source"]).rstrip("/")
+    if not variables.get("weights_stage", True):
+        return source
+    return posixpath.join(variables.get("weights_dest_root", "/dev/shm"), posixpath.basename(source))
+
+
+def staged_path(ctx: RoleContext) -> str:
+    ctx.var("model_source")
+    return staged_path_for(ctx.vars)
+
+
+def script_text() -> str:
+    return (files("gpunode") / "templates" / "weights" / "stage-weights.sh").read_text()
+
+
+def build(ctx: RoleContext) -> list[RolePlan]:
+    steps: list = [File(path=STAGE_SCRIPT, content=script_text(), mode=0o755)]
+    if ctx.vars["weights_stage"]:
+        servers = len(getattr(ctx.plan, "servers", []) or []) or 1
+        steps.append(StagedWeights(source=str(ctx.var("model_source")).rstrip("/"), dest=staged_path(ctx),
+                                   verify=ctx.vars["weights_verify"], on_progress=ctx.progress,
+                                   reserve_bytes=int(ctx.vars["weights_server_reserve_bytes"]) * servers))
+    return [RolePlan("weights", steps)]
