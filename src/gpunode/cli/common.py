@@ -60,3 +60,20 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
             raise InventoryError(f"--set {item!r} is not key=value", hint="e.g. --set mem_fraction=0.85")
         out[key.strip()] = yaml.safe_load(value) if value else ""
     return out
+
+
+def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | None, group: str | None,
+                   overrides: dict[str, Any]) -> list[inventory.Target]:
+    """--host H [--ct N] or --group G -> targets, with every role's defaults as the lowest layer."""
+    from gpunode import roles
+
+    defaults = roles.defaults()
+    if group:
+        if host or ct:
+            raise InventoryError("give either --group or --host/--ct, not both",
+                                 hint="--group G provisions every container of every host in G")
+        return inv.group_targets(group, overrides, defaults)
+    if not host:
+        raise InventoryError("which target? pass --host H (and --ct N for a container) or --group G",
+                             hint=f"hosts in {inv.source}: {', '.join(sorted(inv.hosts))}")
+    return [inv.target(host, int(ct) if ct not in (None, "") else None, overrides, defaults)]

@@ -1,0 +1,64 @@
+"""inv provision: facts -> plan -> roles -> engine, on one container, one host or a group."""
+
+from __future__ import annotations
+
+import sys
+
+from invoke import Collection, Exit
+from rich.console import Console
+
+from gpunode import pipeline
+from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
+from gpunode.cli.progress import ByteProgress
+from gpunode.cli.session import Session
+from gpunode.report import HumanReport, JsonLines
+
+HELP = {
+    "host": "inventory host (a Proxmox host, or a plain SSH host)",
+    "ct": "container vmid on that host (omit for a plain SSH host)",
+    "group": "provision every target of an inventory group, in parallel",
+    "check": "show the plan and the diffs; change nothing",
+    "diff": "show diffs of changed files",
+    "only": "run only these roles (comma-separated) after checking what they depend on is in place",
+    "json": "one JSON event per line on stdout (schema: docs/events.md)",
+    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "set": "override a variable: --set key=value (repeatable)",
+    "forks": "how many targets run at once with --group",
+    "facts": "use a saved facts snapshot instead of probing (plan only; implies --check)",
+}
+
+
+@task(iterable=["set_"], help=HELP)
+def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
+              inventory=None, set_=None, forks=4, facts=None):
+    """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
+    from pathlib import Path
+
+    inv = load_inventory(inventory)
+    targets = select_targets(inv, host, ct, group, parse_sets(set_))
+    check = check or bool(facts)
+    console = Console(stderr=json)
+    sink = JsonLines(sys.stdout) if json else HumanReport(console)
+    bar = ByteProgress(console) if not json else None
+    with Session() as session:
+        jobs = []
+        for target in targets:
+            jobs.append(pipeline.prepare(target, session.transport(target), only=only, progress=bar,
+                                         facts_dir=Path(facts) if facts else None))
+            if check and not json:
+                from gpunode.resolve.explain import render
+
+                console.print(f"[bold]{target.name}[/bold]: plan")
+                console.print(render(jobs[-1].plan), markup=False, highlight=False)
+        try:
+            recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks)
+        finally:
+            if bar:
+                bar.stop()
+    sink.finish(recaps)
+    if any(r.failed or r.error for r in recaps):
+        raise Exit(code=2)
+
+
+ns = Collection("provision")
+ns.add_task(provision, default=True)

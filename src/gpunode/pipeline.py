@@ -1,0 +1,107 @@
+"""The provisioning pipeline: facts -> plan -> roles -> engine, per target.
+
+    prepare():  one probe round trip for facts, the pure resolver, role steps
+    provision(): --only dependency check, then the engine on every target
+
+Nothing here prints: progress and events go to callbacks the CLI provides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpunode import roles
+from gpunode.engine import RolePlan, TargetRecap, run_target, run_targets
+from gpunode.engine.events import Emit
+from gpunode.errors import FactError, StepError
+from gpunode.facts import snapshot
+from gpunode.facts.parse import parse
+from gpunode.facts.probe import gather
+from gpunode.facts.types import Facts
+from gpunode.inventory import Target
+from gpunode.transport.base import Transport
+
+
+@dataclass
+class Job:
+    """One target, ready to run: its transport, facts, plan and role steps."""
+
+    target: Target
+    transport: Transport
+    facts: Facts
+    plan: Any
+    roles: list[RolePlan]
+    needed: list[RolePlan] = field(default_factory=list)
+    needed_names: list[str] = field(default_factory=list)
+
+
+def check_model(facts: Facts, target: str) -> None:
+    """Refuse before anything changes when the model folder is missing or incomplete."""
+    model = facts.model
+    if model is None:
+        return
+    if not model.exists:
+        raise FactError(f"model folder {model.path} does not exist on {target}",
+                        target=target, hint="check model_source in the inventory and that the host folder is "
+                        "mounted into the container (Proxmox mpN: entry)")
+    if model.missing_shards:
+        shown = ", ".join(model.missing_shards[:5]) + (" ..." if len(model.missing_shards) > 5 else "")
+        raise FactError(f"model folder {model.path} is missing {len(model.missing_shards)} of the shards that "
+                        f"model.safetensors.index.json lists: {shown}", target=target,
+                        hint="finish copying the model (a download may have stopped), then re-run")
+
+
+def prepare(target: Target, transport: Transport, *, only: str | None = None,
+            progress: Callable[[int, int, str], None] | None = None, facts_dir: Path | None = None,
+            resolve: Callable[..., Any] | None = None) -> Job:
+    from gpunode.resolve import resolve as default_resolve
+    from gpunode.roles.weights.role import staged_path_for
+
+    v = dict(target.vars)  # role defaults are its lowest layer (Inventory.target(defaults=...))
+    if v.get("model_source") and "model_path" not in v:
+        v["model_path"] = staged_path_for(v)  # the servers load the staged copy
+    if facts_dir is not None:
+        raw = snapshot.load(facts_dir)
+    else:
+        raw = gather(transport, model_path=v.get("model_source"), venv=v.get("venv"))
+    facts = parse(raw)
+    check_model(facts, target.name)
+    plan = (resolve or default_resolve)(facts, v)
+    ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress)
+    run_names, needed_names = roles.select(only)
+    return Job(target, transport, facts, plan, roles.build(run_names, ctx), roles.build(needed_names, ctx),
+               needed_names)
+
+
+def check_dependencies(job: Job, emit: Emit) -> None:
+    """--only: the roles it depends on must already be in place (a check run finds nothing to do)."""
+    if not job.needed:
+        return
+    pending: list[str] = []
+
+    def collect(event: Any) -> None:
+        if getattr(event, "kind", "") == "step" and event.status in ("changed", "failed"):
+            pending.append(f"{event.role}: {event.reason}")
+
+    recap = run_target(job.transport, job.needed, check=True, emit=collect)
+    if recap.error:
+        raise StepError(f"could not check the roles --only depends on: {recap.error}", target=job.target.name)
+    if pending:
+        raise StepError(
+            f"--only needs {', '.join(job.needed_names)} in place first, but {len(pending)} step(s) would change",
+            target=job.target.name, evidence="\n".join(pending[:10]),
+            hint="run without --only (or include those roles) once; then --only works",
+        )
+
+
+def provision(jobs: Sequence[Job], *, check: bool = False, diff: bool = False, emit: Emit,
+              forks: int = 4) -> list[TargetRecap]:
+    for job in jobs:
+        if not check:
+            check_dependencies(job, emit)
+    if len(jobs) == 1:
+        return [run_target(jobs[0].transport, jobs[0].roles, check=check, diff=diff, emit=emit)]
+    return run_targets([(j.transport, j.roles) for j in jobs], forks=forks, check=check, diff=diff, emit=emit)
