@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import importlib
+
 from invoke import Collection, Program
 
 from gpunode import __version__
-from gpunode.cli import hostkeys
+
+# One module per area; each exposes `ns`. Imported by name so that a missing
+# optional dependency of one area (e.g. proxmoxer for onboard) names itself.
+AREAS = ("hostkeys", "provision")
 
 ns = Collection()
-ns.add_collection(hostkeys.ns)
+for _area in AREAS:
+    ns.add_collection(importlib.import_module(f"gpunode.cli.{_area}").ns)
 
 
 def main() -> None:
