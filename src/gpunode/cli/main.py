@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from invoke import Collection, Program
+from invoke import Collection, Program, Task
 
 from gpunode import __version__
 
@@ -14,7 +14,8 @@ AREAS = ("hostkeys", "provision")
 
 ns = Collection()
 for _area in AREAS:
-    ns.add_collection(importlib.import_module(f"gpunode.cli.{_area}").ns)
+    _tasks = importlib.import_module(f"gpunode.cli.{_area}").ns
+    (ns.add_task if isinstance(_tasks, Task) else ns.add_collection)(_tasks)
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from invoke import Collection, Exit
+from invoke import Exit
 from rich.console import Console
 
 from gpunode import pipeline
@@ -60,5 +60,4 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
         raise Exit(code=2)
 
 
-ns = Collection("provision")
-ns.add_task(provision, default=True)
+ns = provision
