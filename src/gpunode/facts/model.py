@@ -39,7 +39,14 @@ head -c $((8 + n)) "$f" | tail -c "$n" """,
                  '&& [ -f "$GN_MODEL/model.safetensors" ]'),
 )
 
-LINEAR_ATTENTION = {"linear_attention", "linear", "mamba", "gated_deltanet"}
+# Layer type names vary by family ("linear_attention" in Qwen3.5/3.6 and
+# Qwen3-Next, "agnes_delta_attention" elsewhere); these word parts mark the
+# recurrent kind that needs a mamba-style state cache.
+_LINEAR_MARKS = ("linear", "delta", "mamba", "ssm", "recurrent")
+
+
+def is_linear_layer(layer_type: str) -> bool:
+    return any(mark in layer_type.lower() for mark in _LINEAR_MARKS)
 
 
 def parse_files(text: str) -> dict[str, int]:
@@ -140,7 +147,7 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         architectures=tuple(arch) if isinstance(arch, list) else (),
         model_type=str(config.get("model_type", "")),
         text_model_type=str(text_config.get("model_type", "")) if isinstance(text_config, dict) else "",
-        hybrid_linear_attention=any(t in LINEAR_ATTENTION for t in layer_types),
+        hybrid_linear_attention=any(is_linear_layer(t) for t in layer_types),
         layer_types=layer_types,
         dtype=str(_get(config, "dtype") or _get(config, "torch_dtype") or ""),
         quantization=quantization(config, _json(quant_text)),
