@@ -1,0 +1,56 @@
+"""demo: the smallest role that exercises every first resource kind and a handler.
+
+It installs a package that a fresh container lacks (`hello`), renders an
+environment file and a page, links a command, and runs a real long-lived
+process from a systemd unit (python3's http.server), which a change of the
+environment file or the unit restarts.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import yaml
+
+from gpunode.engine import RolePlan
+from gpunode.steps.apt import Packages
+from gpunode.steps.files import Directory, Symlink, Template
+from gpunode.steps.systemd import Service, Unit
+from gpunode.steps.unitfmt import env_lines
+
+
+@cache
+def _defaults() -> dict[str, Any]:
+    return yaml.safe_load((files("gpunode.roles") / "demo" / "defaults.yml").read_text()) or {}
+
+
+DEFAULTS: dict[str, Any] = _defaults()
+
+
+def role(vars: dict[str, Any]) -> RolePlan:
+    v = {**DEFAULTS, **vars}
+    unit = v["demo_unit"]
+    env_file = f"{v['demo_etc']}/demo.env"
+    env = {"DEMO_BIND": v["demo_bind"], "DEMO_PORT": v["demo_port"], "DEMO_ROOT": v["demo_root"],
+           "DEMO_GREETING": v["demo_greeting"]}
+    steps = [
+        Packages(v["demo_packages"]),
+        Directory(v["demo_etc"]),
+        Directory(v["demo_root"]),
+        Template(env_file, template="demo/demo.env.j2", vars={"unit": unit, "env_lines": env_lines(env)},
+                 notify=[f"restart:{unit}"]),
+        Template(f"{v['demo_root']}/index.html", template="demo/index.html.j2",
+                 vars={"greeting": v["demo_greeting"]}, comment=None),
+        Symlink("/usr/local/bin/gpunode-demo-hello", "/usr/bin/hello"),
+        Unit(unit, template="demo/gpunode-demo.service.j2",
+             vars={"env_file": env_file, "bind": v["demo_bind"], "port": v["demo_port"]}),
+        Service(unit, enabled=True, running=True),
+    ]
+    return RolePlan("demo", steps)
+
+
+def build(ctx) -> list[RolePlan]:
+    """The roles package's entry point (roles/__init__.py): same plan from the context's vars."""
+    return [role(ctx.vars)]
