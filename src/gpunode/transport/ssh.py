@@ -141,8 +141,16 @@ class SshTransport(Transport):
         failures: list[BaseException] = []
 
         def pump_err() -> None:
+            # The channel timeout (set below for stdout) applies here too: a quiet
+            # stderr is not an end, only EOF (b"") or a dead connection is.
             while True:
-                data = chan.recv_stderr(CHUNK)
+                try:
+                    data = chan.recv_stderr(CHUNK)
+                except TimeoutError:
+                    transport = chan.get_transport()
+                    if chan.closed or transport is None or not transport.is_active():
+                        return
+                    continue
                 if not data:
                     return
                 errs.append(data)
