@@ -68,6 +68,11 @@ def verify_commands(ctx: RoleContext, requirements: list[str]) -> list[list[str]
     return cmds
 
 
+def interpreter(version: str) -> str:
+    """The plan names a Python version ("3.11"); the venv is made by that interpreter."""
+    return f"python{version}" if version and version[0].isdigit() else (version or "python3")
+
+
 def build(ctx: RoleContext) -> list[RolePlan]:
     v, plan = ctx.vars, ctx.plan
     wheelhouse = v.get("wheelhouse") or ""
@@ -79,11 +84,11 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     replace = [p for a in actions(ctx, "before_install", "pip_uninstall") for p in _packages(a["packages"])]
     remove = [p for a in actions(ctx, "after_install", "pip_uninstall") for p in _packages(a["packages"])]
     installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
-    steps = [Venv(path=plan.venv, python=plan.python, requirements=requirements, replace=replace,
+    steps = [Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,
                   timeout=float(v["engine_install_timeout"]), label=f"engine venv ({plan.pinset})", **source)]
     if plan.router is not None and v.get("servers_router", True):
-        steps.append(Venv(path=plan.router.venv, python=plan.router.python, requirements=[plan.router.package],
+        steps.append(Venv(path=plan.router.venv, python=interpreter(plan.router.python), requirements=[plan.router.package],
                           installer=installer, label="router venv",
                           verify=[["python", "-c", "import " + plan.router.argv[2].split(".")[0]]]
                           if len(plan.router.argv) > 2 and plan.router.argv[1] == "-m" else [],
