@@ -21,6 +21,8 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     kb = kb or load()
     choices = from_vars(variables or {})
     trail = Trail()
+    for problem in facts.problems:
+        trail.warn(f"facts: {problem}")
     gpus = hardware.select(facts, choices, kb, trail)
     engine = _engine(facts, gpus, choices, kb, trail)
     rule = models.match(facts.model, choices.model_name, kb)

@@ -184,12 +184,14 @@ def refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelR
     groups: dict[str, list[str]] = {}
     for p, b in mine:
         groups.setdefault(b.need or b.text, []).append(p.id)
-    needs = "; ".join(f"{', '.join(ids)} need {need}" for need, ids in groups.items())
+    needs = "; ".join(f"{', '.join(ids)} need{'s' if len(ids) == 1 else ''} {need}" for need, ids in groups.items())
     scope = "every" if common else "the preferred"
     if check in ("driver", "glibc"):
         lowest = min((b.need for _, b in mine), key=versions.parse)
         message = (f"{check} {mine[0][1].have} < {lowest} needed by {scope} {name} pin set that runs "
                    f"{rule.label}{where} ({needs})")
+    elif len({b.text for _, b in mine}) == 1:
+        message = f"{mine[0][1].text}{where} (every {name} pin set that runs {rule.label})"
     else:
         message = f"no {name} pin set fits {rule.label}{where}: " + "; ".join(f"{p.id}: {b.text}" for p, b in mine)
     return ResolveError(message, target=facts.target, evidence=evidence,
@@ -219,22 +221,24 @@ def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: 
         parts.append("see the evidence for each pin set")
     if chosen:
         parts.append("or remove pinset:/engine_version: and let the resolver choose")
-    alt = _alternatives(kb, engine, facts, gpus, rule, choices, exclude={p.id for p, _ in runs})
+    alt = _alternatives(kb, engine, facts, gpus, rule, choices, exclude={p.id for p, _ in runs},
+                        same_engine=check == "attention")
     if alt:
         parts.append(alt)
     return "; ".join(parts)
 
 
 def _alternatives(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
-                  exclude: set[str] | None = None) -> str:
+                  exclude: set[str] | None = None, same_engine: bool = False) -> str:
     """Pin sets (opt-in ones, or another engine's) that would fit, as a hint."""
     free = Choices(**{**choices.__dict__, "pinset": None, "engine_version": None})
     fits = []
     for p in kb.pinsets:
         if p.id in (exclude or set()) or (p.engine == "vllm-cpu") != (gpus is None):
             continue
+        if same_engine and p.engine != engine:
+            continue
         if not checks(p, facts, gpus, rule, free):
-            status = f", {p.status}: {p.unconfirmed[0]}" if p.unconfirmed else ""
             via = f"pinset: {p.id}" if p.engine == engine else f"engine: {p.engine} (pin set {p.id})"
-            fits.append(f"{via} ({p.engine} {p.version}{status})")
+            fits.append(f"{via} ({p.engine} {p.version}, {p.status})")
     return "or set " + " or ".join(fits) if fits else ""
