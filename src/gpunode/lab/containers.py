@@ -1,0 +1,276 @@
+"""The lab's LXC containers: profiles, their LXC and PVE-format configs, create/start/stop.
+
+One description per container (`Container`) renders both files, so that what `pct config`
+shows and what LXC runs cannot drift apart:
+
+- /var/lib/gpunode-lab/lxc/<vmid>/config: the real LXC config (no network device, systemd as
+  PID 1, memory limit like PVE's `memory:`, read-only bind mounts like PVE mount points);
+- /var/lib/gpunode-lab/pve/nodes/lab/lxc/<vmid>.conf: what Proxmox would hold for it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpunode.lab import paths, rootfs
+from gpunode.lab.common import LabError, Progress, host_run, say, write_text
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Mount:
+    host: Path
+    target: str  # path inside the container
+
+
+@dataclass(frozen=True)
+class Container:
+    vmid: int
+    profile: str  # "cpu" | "gpu"
+    hostname: str
+    memory_mb: int
+    running: bool  # the state lab.up leaves it in
+    cores: int = 2
+    gpus: int = 0
+    mounts: tuple[Mount, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return str(self.vmid)
+
+    @property
+    def dir(self) -> Path:
+        return paths.LXC_PATH / self.name
+
+    @property
+    def pve_conf(self) -> Path:
+        return paths.PVE_LXC / f"{self.vmid}.conf"
+
+
+SHARES = (
+    Mount(paths.SHARE_APT, paths.CT_APT),
+    Mount(paths.SHARE_WHEELS, paths.CT_WHEELS),
+    Mount(paths.SHARE_MODELS, paths.CT_MODELS),
+)
+
+
+def lab_containers(gpus: int = 8) -> list[Container]:
+    cores = max(1, min(2, os.cpu_count() or 1))
+    return [
+        Container(paths.CT_CPU, "cpu", "lab-cpu", 12288, True, cores, 0, SHARES),
+        Container(paths.CT_GPU, "gpu", "lab-gpu", 12288, True, cores, gpus,
+                  (*SHARES, Mount(paths.SHARE_NVIDIA_SMI, paths.CT_NVIDIA_SMI))),
+        Container(paths.CT_STOPPED, "cpu", "lab-stopped", 2048, False, 1, 0, SHARES),
+    ]
+
+
+def every_container() -> list[Container]:
+    """The lab's three plus any other container someone made under the lab's lxcpath."""
+    known = {ct.name: ct for ct in lab_containers()}
+    names = set(known)
+    if paths.LXC_PATH.exists():
+        names |= {d.name for d in paths.LXC_PATH.iterdir() if d.name.isdigit() and (d / "config").exists()}
+    return [known.get(n) or Container(int(n), "other", "", 0, False) for n in sorted(names, key=int)]
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+def pve_config(ct: Container) -> str:
+    """The PVE-format config (keys sorted, as PVE writes them and `pct config` prints them)."""
+    conf: dict[str, str] = {
+        "arch": "amd64",
+        "cores": str(ct.cores),
+        "hostname": ct.hostname,
+        "memory": str(ct.memory_mb),
+        "ostype": "debian",
+        "rootfs": f"lab:subvol-{ct.vmid}-disk-0,size=8G",
+        "swap": "0",
+    }
+    for i, m in enumerate(ct.mounts):
+        conf[f"mp{i}"] = f"{m.host},mp={m.target},ro=1"
+    if ct.gpus:
+        devices = [f"/dev/nvidia{i}" for i in range(ct.gpus)]
+        devices += ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+        for i, dev in enumerate(devices):
+            conf[f"dev{i}"] = dev
+    return "".join(f"{k}: {conf[k]}\n" for k in sorted(conf))
+
+
+def _memory_key() -> str:
+    if Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists():
+        return "lxc.cgroup.memory.limit_in_bytes"  # cgroup v1 memory controller (hybrid hosts)
+    return "lxc.cgroup2.memory.max"
+
+
+def _rootfs_path(ct: Container, mode: str) -> str:
+    if mode == "overlay":
+        return f"overlay:{paths.BASE_ROOTFS}:{ct.dir / 'overlay' / 'delta'}"
+    return f"dir:{ct.dir / 'rootfs'}"
+
+
+def lxc_config(ct: Container, mode: str) -> str:
+    lines = [
+        "# gpunode lab container, written by gpunode.lab.containers; do not edit.",
+        f"# Proxmox-format view of it: {ct.pve_conf} (pct config {ct.vmid})",
+        "lxc.include = /usr/share/lxc/config/debian.common.conf",
+        "lxc.arch = amd64",
+        f"lxc.uts.name = {ct.hostname}",
+        f"lxc.rootfs.path = {_rootfs_path(ct, mode)}",
+        "# no network device: loopback only, no bridge, no route out",
+        "lxc.net.0.type = empty",
+        "lxc.apparmor.profile = generated",
+        "lxc.apparmor.allow_nesting = 1",
+        "lxc.tty.max = 2",
+        "lxc.pty.max = 1024",
+        f"{_memory_key()} = {ct.memory_mb * MiB}",
+    ]
+    for m in ct.mounts:
+        lines.append(f"lxc.mount.entry = {m.host} {m.target.lstrip('/')} none bind,ro,create=dir 0 0")
+    return "\n".join(lines) + "\n"
+
+
+# -- state ------------------------------------------------------------------------------------
+
+def active() -> set[str]:
+    """Running lab containers: their LXC command sockets in /proc/net/unix (as pct does)."""
+    prefix, suffix = f"@{paths.LXC_PATH}/", "/command"
+    found = set()
+    with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            p = line.rstrip("\n").rsplit(" ", 1)[-1]
+            if p.startswith(prefix) and p.endswith(suffix):
+                found.add(p[len(prefix):-len(suffix)])
+    return found
+
+
+def state(ct: Container, running: set[str] | None = None) -> str:
+    if not (ct.dir / "config").exists():
+        return "missing"
+    running = active() if running is None else running
+    return "running" if ct.name in running else "stopped"
+
+
+def init_pid(ct: Container) -> int | None:
+    proc = host_run(["lxc-info", "-P", str(paths.LXC_PATH), "-n", ct.name, "-p", "-H"], check=False)
+    out = proc.stdout.decode().strip()
+    return int(out) if proc.returncode == 0 and out.isdigit() else None
+
+
+def _rootfs_mode() -> str:
+    with open("/proc/filesystems", encoding="utf-8") as f:
+        if any(line.split()[-1] == "overlay" for line in f if line.strip()):
+            return "overlay"
+    return "dir"
+
+
+# -- actions ----------------------------------------------------------------------------------
+
+def ensure(ct: Container, progress: Progress | None = None) -> bool:
+    """Create the container (or refresh its configs). True when its LXC config changed."""
+    base = rootfs.base_id()
+    marker = ct.dir / "gpunode-base"
+    if ct.dir.exists() and (not marker.exists() or marker.read_text().strip() != base):
+        say(progress, f"container {ct.vmid}: made from an older base rootfs, recreating it")
+        remove(ct)
+    mode_file = ct.dir / "gpunode-rootfs-mode"
+    if not ct.dir.exists():
+        mode = _rootfs_mode()
+        started = time.monotonic()
+        ct.dir.mkdir(parents=True)
+        if mode == "overlay":
+            (ct.dir / "overlay" / "delta").mkdir(parents=True)
+            (ct.dir / "overlay" / "work").mkdir(parents=True)
+        else:
+            host_run(["cp", "-a", "--", str(paths.BASE_ROOTFS), str(ct.dir / "rootfs")],
+                     what=f"copying the base rootfs for container {ct.vmid}")
+        write_text(mode_file, mode + "\n")
+        write_text(marker, base + "\n")
+        say(progress, f"container {ct.vmid} ({ct.profile}): created as {mode} of the base rootfs "
+            f"in {time.monotonic() - started:.1f} s")
+    mode = mode_file.read_text().strip() if mode_file.exists() else "overlay"
+    for m in ct.mounts:
+        m.host.mkdir(parents=True, exist_ok=True)
+    changed = write_text(ct.dir / "config", lxc_config(ct, mode))
+    write_text(ct.pve_conf, pve_config(ct))
+    return changed
+
+
+def _guest_files(ct: Container) -> None:
+    """What PVE writes into a container before it starts: /etc/hostname and /etc/hosts."""
+    mode_file = ct.dir / "gpunode-rootfs-mode"
+    mode = mode_file.read_text().strip() if mode_file.exists() else "overlay"
+    top = ct.dir / "overlay" / "delta" if mode == "overlay" else ct.dir / "rootfs"
+    etc = top / "etc"
+    if etc.is_symlink():
+        raise LabError(f"{etc} is a symlink; refusing to write through it", hint="inv lab.destroy; inv lab.up")
+    etc.mkdir(exist_ok=True)
+    for name, text in (("hostname", f"{ct.hostname}\n"),
+                       ("hosts", f"127.0.0.1 localhost\n127.0.1.1 {ct.hostname}\n"
+                                 "::1 localhost ip6-localhost ip6-loopback\nff02::1 ip6-allnodes\n"
+                                 "ff02::2 ip6-allrouters\n")):
+        target = etc / name
+        if target.is_symlink():
+            target.unlink()
+        write_text(target, text)
+
+
+def start(ct: Container, progress: Progress | None = None, timeout: float = 60) -> None:
+    started = time.monotonic()
+    _guest_files(ct)
+    log = paths.RUN / f"lxc-start-{ct.vmid}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
+    proc = host_run(["lxc-start", "-P", str(paths.LXC_PATH), "-n", ct.name, "-l", "WARN", "-o", str(log)],
+                    check=False)
+    if proc.returncode != 0:
+        detail = log.read_text(errors="replace") if log.exists() else ""
+        raise LabError(f"container {ct.vmid} did not start", evidence=(proc.stderr.decode() + detail)[-3000:],
+                       hint=f"see {log}; `lxc-start -P {paths.LXC_PATH} -n {ct.vmid} -F` shows the boot")
+    host_run(["lxc-wait", "-P", str(paths.LXC_PATH), "-n", ct.name, "-s", "RUNNING", "-t", str(int(timeout))],
+             what=f"waiting for container {ct.vmid} to run")
+    # systemd is up once its private socket exists; roles talk to it with systemctl.
+    pid = init_pid(ct)
+    deadline = time.monotonic() + timeout
+    while pid is not None and not Path(f"/proc/{pid}/root/run/systemd/private").exists():
+        if time.monotonic() > deadline:
+            raise LabError(f"systemd in container {ct.vmid} did not come up within {timeout:.0f} s",
+                           hint=f"lxc-attach -P {paths.LXC_PATH} -n {ct.vmid} -- systemctl status")
+        time.sleep(0.05)
+    say(progress, f"container {ct.vmid} ({ct.profile}): running (systemd up in {time.monotonic() - started:.1f} s)")
+
+
+def stop(ct: Container, progress: Progress | None = None, timeout: int = 20) -> None:
+    """Clean shutdown (systemd stops its units), killed after `timeout` seconds."""
+    if state(ct) != "running":
+        return
+    started = time.monotonic()
+    host_run(["lxc-stop", "-P", str(paths.LXC_PATH), "-n", ct.name, "-t", str(timeout)], check=False)
+    if state(ct) == "running":
+        host_run(["lxc-stop", "-P", str(paths.LXC_PATH), "-n", ct.name, "--kill"],
+                 what=f"stopping container {ct.vmid}")
+    say(progress, f"container {ct.vmid}: stopped in {time.monotonic() - started:.1f} s")
+
+
+def remove(ct: Container) -> None:
+    if state(ct) == "running":
+        host_run(["lxc-stop", "-P", str(paths.LXC_PATH), "-n", ct.name, "--kill"], check=False)
+        host_run(["lxc-wait", "-P", str(paths.LXC_PATH), "-n", ct.name, "-s", "STOPPED", "-t", "10"], check=False)
+        if state(ct) == "running":
+            raise LabError(f"container {ct.vmid} still runs; not removing its files",
+                           hint=f"lxc-stop -P {paths.LXC_PATH} -n {ct.vmid} --kill")
+    if ct.dir.exists():
+        # Never follow anything out of the container's folder (an unmounted overlay is plain files).
+        shutil.rmtree(ct.dir)
+    ct.pve_conf.unlink(missing_ok=True)
+
+
+def attach(ct: Container, argv: list[str], *, input: bytes | None = None, what: str = "") -> bytes:
+    proc = host_run(["lxc-attach", "-P", str(paths.LXC_PATH), "-n", ct.name, "--clear-env", "--", *argv],
+                    input=input, what=what or f"`{' '.join(argv)}` in container {ct.vmid}")
+    return proc.stdout
+
