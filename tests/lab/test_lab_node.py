@@ -1,0 +1,166 @@
+"""The lab node itself: containers as promised, pct stand-in behaving like real pct over SSH."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+
+import pytest
+
+from gpunode.lab import paths
+from gpunode.transport import PctTransport
+
+pytestmark = pytest.mark.lab
+
+PCT = str(paths.PCT)
+
+
+def pct(host, *args, env: dict[str, str] | None = None):
+    prefix = ["env", *(f"{k}={v}" for k, v in env.items())] if env else []
+    return host.run([*prefix, PCT, *args])
+
+
+# -- pct, the way gpunode and people call it ---------------------------------------------------------
+
+def test_pct_exec_needs_double_dash_before_options(host_transport):
+    r = pct(host_transport, "exec", "200", "ls", "-la")
+    assert r.exit_code != 0
+    assert "Unknown option: la" in r.stderr and "400 unable to parse option" in r.stderr
+    r = pct(host_transport, "exec", "200", "--", "ls", "-la", "/mnt/lab")
+    assert r.exit_code == 0 and "apt" in r.stdout
+
+
+def test_pct_exec_missing_command(host_transport):
+    r = pct(host_transport, "exec", "200")
+    assert r.exit_code != 0 and r.stderr.startswith("missing command")
+
+
+def test_pct_exec_exit_code_is_the_commands(host_transport):
+    assert pct(host_transport, "exec", "200", "--", "sh", "-c", "exit 42").exit_code == 42
+
+
+def test_pct_exec_keeps_the_host_env_unless_told_not_to(host_transport):
+    env = {"GPUNODE_LEAK": "from-host", "SSL_CERT_FILE": "/host/ca.pem"}
+    r = pct(host_transport, "exec", "200", "--", "sh", "-c", 'echo "$GPUNODE_LEAK|$SSL_CERT_FILE|$PATH"', env=env)
+    assert r.stdout == "from-host||/sbin:/bin:/usr/sbin:/usr/bin\n"
+    r = pct(host_transport, "exec", "200", "--keep-env", "0", "--", "sh", "-c", 'echo "[$GPUNODE_LEAK]"', env=env)
+    assert r.stdout == "[]\n"
+
+
+def test_pct_status_list_config(host_transport):
+    assert pct(host_transport, "status", "200").stdout == "status: running\n"
+    assert pct(host_transport, "status", "202").stdout == "status: stopped\n"
+    r = pct(host_transport, "status", "999")
+    assert r.exit_code != 0 and "Configuration file 'nodes/lab/lxc/999.conf' does not exist" in r.stderr
+    rows = [line.split() for line in pct(host_transport, "list").stdout.splitlines()]
+    assert rows[0] == ["VMID", "Status", "Lock", "Name"]
+    assert ["200", "running", "lab-cpu"] in rows and ["202", "stopped", "lab-stopped"] in rows
+    conf = dict(line.split(": ", 1) for line in pct(host_transport, "config", "201").stdout.splitlines())
+    assert conf["hostname"] == "lab-gpu" and conf["memory"] == "12288" and conf["swap"] == "0"
+    assert conf["mp0"] == f"{paths.SHARE_APT},mp={paths.CT_APT},ro=1"
+    assert conf["dev0"] == "/dev/nvidia0"
+    assert {"arch", "cores", "ostype", "rootfs"} <= conf.keys()
+
+
+def test_pct_push_and_pull_stay_inside_the_container(host_transport, ct, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    src = f"/tmp/gpunode-push-{tag}"
+    host_transport.write_file(src, b"pushed\x00bytes\n")
+    try:
+        r = pct(host_transport, "push", "200", src, f"/root/pushed-{tag}", "--perms", "600", "--user", "nobody")
+        assert r.exit_code == 0, r.stderr
+        assert ct.run(["stat", "-c", "%a %U", f"/root/pushed-{tag}"], check=True).stdout == "600 nobody\n"
+        assert ct.read_file(f"/root/pushed-{tag}") == b"pushed\x00bytes\n"
+        # A symlink in the container that points at a path which also exists on the host:
+        # the write must land in the container's file, never the host's.
+        ct.run(["sh", "-c", f"echo container > /tmp/target-{tag}; ln -sfn /tmp/target-{tag} /tmp/link-{tag}"],
+               check=True)
+        host_transport.write_file(f"/tmp/target-{tag}", b"host\n")
+        assert pct(host_transport, "push", "200", src, f"/tmp/link-{tag}").exit_code == 0
+        assert ct.read_file(f"/tmp/target-{tag}") == b"pushed\x00bytes\n"
+        assert host_transport.read_file(f"/tmp/target-{tag}") == b"host\n"
+        # pull
+        r = pct(host_transport, "pull", "200", "/etc/hostname", f"/tmp/pulled-{tag}")
+        assert r.exit_code == 0, r.stderr
+        assert host_transport.read_file(f"/tmp/pulled-{tag}") == b"lab-cpu\n"
+        r = pct(host_transport, "push", "202", src, "/root/x")
+        assert r.exit_code != 0 and "can only push files to a running CT" in r.stderr
+    finally:
+        host_transport.run(["rm", "-f", src, f"/tmp/target-{tag}", f"/tmp/pulled-{tag}"])
+        ct.run(["rm", "-f", f"/root/pushed-{tag}", f"/tmp/target-{tag}", f"/tmp/link-{tag}"])
+
+
+# -- containers ----------------------------------------------------------------------------------------
+
+def test_containers_run_systemd_without_network(ct):
+    out = ct.script('cat /proc/1/comm; ls /sys/class/net; systemctl is-system-running || true', check=True).stdout
+    lines = out.split()
+    assert lines[0] == "systemd"
+    assert [n for n in lines[1:-1]] == ["lo"]
+    assert lines[-1] in ("running", "degraded", "starting")
+
+
+def test_container_memory_limit_like_pve(ct):
+    out = ct.script("cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max",
+                    check=True).stdout.strip()
+    assert int(out) == 12288 * 1024 * 1024
+
+
+def test_shares_are_mounted_read_only(ct):
+    for target in (paths.CT_APT, paths.CT_WHEELS, paths.CT_MODELS):
+        r = ct.run(["touch", f"{target}/gpunode-write-test"])
+        assert r.exit_code != 0 and "Read-only file system" in r.stderr
+
+
+def test_base_has_python_but_not_what_roles_install(ct, host_transport):
+    assert ct.run(["python3", "-c", "print(1)"], check=True).stdout == "1\n"
+    # Asked of the base rootfs itself: roles may already have installed things in 200.
+    admindir = f"{paths.BASE_ROOTFS}/var/lib/dpkg"
+    state = host_transport.script(
+        r'for p in python3 systemd python3-venv hello; do dpkg-query --admindir="$1" -W -f="\${Status}" "$p" '
+        '2>/dev/null | grep -q "install ok installed" && echo "$p installed" || echo "$p absent"; done',
+        admindir).stdout
+    assert state.splitlines() == ["python3 installed", "systemd installed", "python3-venv absent", "hello absent"]
+
+
+def test_apt_works_offline_from_the_local_repository(host_transport):
+    gpu = PctTransport(host_transport, paths.CT_GPU, pct=PCT, host_name="lab")
+    assert "file:/mnt/lab/apt" in gpu.run(["cat", "/etc/apt/sources.list.d/gpunode-lab.list"], check=True).stdout
+    gpu.run(["apt-get", "update", "-q"], check=True, timeout=120)
+    sim = gpu.run(["apt-get", "install", "-s", "-y", "hello", "python3-venv", "python3-pip", "libnuma1",
+                   "ca-certificates", "curl", "jq"], check=True)
+    assert "Inst python3-venv" in sim.stdout and "Inst hello" in sim.stdout
+    try:
+        gpu.run(["apt-get", "install", "-y", "-q", "hello"], check=True, timeout=120)
+        assert gpu.run(["hello"], check=True).stdout == "Hello, world!\n"
+    finally:
+        gpu.run(["apt-get", "purge", "-y", "-q", "hello"], timeout=120)
+
+
+def test_nvidia_smi_stand_in_in_the_gpu_container(host_transport, lab):
+    gpu = PctTransport(host_transport, paths.CT_GPU, pct=PCT, host_name="lab")
+    head = gpu.run(["head", "-3", "/usr/bin/nvidia-smi"], check=True).stdout
+    assert "STAND-IN" in head and "REPLAYS" in head
+    r = gpu.run(["nvidia-smi"])
+    if lab["gpu_recording"]:
+        assert r.exit_code == 0 and "NVIDIA-SMI" in r.stdout
+        bad = gpu.run(["nvidia-smi", "--query-gpu=gpunode.nonsense", "--format=csv"])
+        assert bad.exit_code != 0 and "Invalid combination" in bad.stderr
+    else:
+        assert r.exit_code != 0 and "no nvidia-smi recording is mounted" in r.stderr
+    assert PctTransport(host_transport, 200, pct=PCT).run(["sh", "-c", "command -v nvidia-smi"]).exit_code != 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lab.up needs root")
+def test_up_again_is_a_fast_no_op(lab):
+    from gpunode import lab as labmod
+
+    lines: list[str] = []
+    started = time.monotonic()
+    st = labmod.up(lab["gpu_shape"] or paths.DEFAULT_GPU_SHAPE, progress=lines.append)
+    took = time.monotonic() - started
+    assert st["up"]
+    assert took < 5, lines
+    assert not any("started" in line or "created" in line or "restarting" in line for line in lines), lines
+    assert st["sshd"]["pid"] == lab["sshd"]["pid"]
