@@ -2,12 +2,15 @@
 
 It forwards everything to the wrapped transport (including its translation of
 transport failures, e.g. pct's "container not running") and owns nothing.
+File transfers go to the wrapped transport's own methods, so a transport that
+moves files its own way (pct push, SFTP) keeps doing so; each counts as one.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import BinaryIO
 
 from gpunode.transport.base import Held, Result, Stdin, Transport
@@ -34,3 +37,20 @@ class Metered(Transport):
 
     def _raise_for_transport(self, result: Result) -> None:
         self.inner._raise_for_transport(result)
+
+    def write_file(self, dest: str, data: bytes | BinaryIO, *, mode: int = 0o644, owner: str | None = None,
+                   sha256: str | None = None) -> None:
+        self._tick()
+        self.inner.write_file(dest, data, mode=mode, owner=owner, sha256=sha256)
+
+    def read_file(self, path: str, sink: BinaryIO | None = None) -> bytes:
+        self._tick()
+        return self.inner.read_file(path, sink)
+
+    def put_tree(self, local_dir: Path, dest_dir: str) -> None:
+        self._tick()
+        self.inner.put_tree(local_dir, dest_dir)
+
+    def get_tree(self, src_dir: str, local_dir: Path) -> None:
+        self._tick()
+        self.inner.get_tree(src_dir, local_dir)
