@@ -120,7 +120,8 @@ def parse_query(text: str) -> SmiView:
     if not rows or "index" not in [_field(h) for h in rows[0]]:
         return SmiView(error=text.strip() or "empty output")
     header = [_field(h) for h in rows[0]]
-    gpus, drivers = [], set()
+    gpus: list[Gpu] = []
+    drivers: set[str] = set()
     for row in rows[1:]:
         if len(row) != len(header):
             continue
@@ -138,8 +139,9 @@ def parse_query(text: str) -> SmiView:
             mig_mode=_na(v.get("mig.mode.current")) or "",
             uuid=_na(v.get("uuid")) or "",
         ))
-        if _version(v.get("driver_version")):
-            drivers.add(_version(v.get("driver_version")))
+        driver = _version(v.get("driver_version"))
+        if driver:
+            drivers.add(driver)
     return SmiView(driver=min(drivers) if drivers else None, gpus=tuple(gpus))
 
 
