@@ -29,7 +29,9 @@ _SYSTEMCTL_SCRIPT = (
 
 @runtime_checkable
 class Handler(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """The name steps notify, and the line persisted while it is pending."""
 
     def run(self, target: Transport) -> None:
         """Do the action; raise a GpunodeError with evidence when it fails."""
