@@ -19,9 +19,11 @@ from gpunode.transport.base import Held, Result, Stdin, Transport
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {"PATH": CONTAINER_PATH, "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
-_MISSING = re.compile(r"Configuration file '[^']*lxc/(\d+)\.conf' does not exist|no such container|does not exist")
-_STOPPED = re.compile(r"container '?\d+'? not running")
-_NOT_FOUND_IN_CT = re.compile(r"^env: ['‘]?([^'’:]+)['’]?: No such file or directory", re.M)
+# pct's own messages come before the command runs, so they open stderr; a command that
+# merely mentions "does not exist" (systemctl does) or another container is not pct failing.
+_MISSING = r"\AConfiguration file 'nodes/[^'/]+/lxc/{vmid}\.conf' does not exist$"
+_STOPPED = r"\Acontainer '{vmid}' not running!$"
+_NOT_FOUND_IN_CT = re.compile(r"\Aenv: ['‘]?([^'’]+?)['’]?: No such file or directory$", re.M)
 
 
 class PctTransport(Transport):
@@ -58,14 +60,14 @@ class PctTransport(Transport):
                 "or drop `containers:` for a plain SSH host",
                 evidence=err.strip(),
             )
-        if _MISSING.search(err):
+        if re.search(_MISSING.format(vmid=self.vmid), err, re.M):
             raise ConnectError(
                 f"{where} does not exist",
                 target=self.name,
                 hint=f"check the vmid in the inventory; `pct list` on {self.host_name} shows the containers",
                 evidence=err.strip(),
             )
-        if _STOPPED.search(err):
+        if re.search(_STOPPED.format(vmid=self.vmid), err, re.M):
             raise ConnectError(
                 f"{where} is not running",
                 target=self.name,
@@ -73,7 +75,7 @@ class PctTransport(Transport):
                 evidence=err.strip(),
             )
         missing = _NOT_FOUND_IN_CT.search(err)
-        if result.exit_code == 127 and missing:
+        if result.exit_code == 127 and missing and result.argv and missing.group(1) == result.argv[0]:
             raise ConnectError(
                 f"command `{missing.group(1)}` not found in {where}",
                 target=self.name,
