@@ -294,3 +294,19 @@ def test_hold_keeps_a_process_until_released(ct):
     held.release()
     assert ct.run(["cat", "/tmp/gpunode-hold-test"], check=True).stdout == "gone\n"
     ct.run(["rm", "-f", "/tmp/gpunode-hold-test"])
+
+
+def test_timeout_stops_the_command_in_the_container_too(ct):
+    result = ct.run(["sh", "-c", "echo started; exec sleep 37"], timeout=1.5)
+    assert result.exit_code == 124
+    assert result.stdout == "started\n" and "timed out after 1.5 s" in result.stderr
+    left = ct.run(["sh", "-c", "pgrep -af 'slee[p] 37' || true"]).stdout  # [p]: not pgrep's own sh
+    assert "sleep 37" not in left
+
+
+def test_timeout_keeps_argv_and_exit_codes(ct):
+    assert echoed(ct, []) == []
+    sink = io.BytesIO()
+    r = ct.run([*ECHO_ARGV, "-k", "5", "--", "x y"], sink=sink, timeout=30)
+    assert r.exit_code == 0 and sink.getvalue() == b"-k\x005\x00--\x00x y\x00"
+    assert ct.run(["sh", "-c", "exit 3"], timeout=30).exit_code == 3

@@ -36,6 +36,9 @@ class SshSettings:
     connect_timeout: float = 10.0
 
 
+KILL_AFTER = 5  # seconds between timeout's SIGTERM and its SIGKILL on the target
+
+
 class SshTransport(Transport):
     def __init__(self, settings: SshSettings):
         self.settings = settings
@@ -136,6 +139,12 @@ class SshTransport(Transport):
         return chan
 
     def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+        started = time.monotonic()
+        if timeout:
+            # Enforced on the target: closing the channel alone leaves the command running
+            # there (no pty, so no SIGHUP), still holding what it holds (dpkg's lock, a GPU).
+            # SIGTERM reaches a command in a container too: lxc-attach passes it on.
+            argv = ["timeout", "-k", str(KILL_AFTER), f"{timeout:.3f}", *argv]
         chan = self._channel(argv)
         errs: list[bytes] = []
         failures: list[BaseException] = []
@@ -171,7 +180,8 @@ class SshTransport(Transport):
         for t in readers:
             t.start()
         out: list[bytes] = []
-        deadline = time.monotonic() + timeout if timeout else None
+        # The local deadline is only the fallback for a target that stopped answering.
+        deadline = started + timeout + KILL_AFTER + 5 if timeout else None
         chan.settimeout(1.0)
         while True:
             try:
@@ -196,6 +206,8 @@ class SshTransport(Transport):
                                hint="re-run; steps converge and half-written files are never left behind")
         code = chan.recv_exit_status()
         chan.close()
+        if timeout and code in (124, 137) and time.monotonic() - started >= timeout:
+            errs.append(f"timed out after {timeout:g} s\n".encode())
         if code == -1:
             self._conn = None
             raise ConnectError(f"the SSH connection to {self.settings.address} dropped",
