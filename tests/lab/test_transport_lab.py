@@ -310,3 +310,11 @@ def test_timeout_keeps_argv_and_exit_codes(ct):
     r = ct.run([*ECHO_ARGV, "-k", "5", "--", "x y"], sink=sink, timeout=30)
     assert r.exit_code == 0 and sink.getvalue() == b"-k\x005\x00--\x00x y\x00"
     assert ct.run(["sh", "-c", "exit 3"], timeout=30).exit_code == 3
+
+
+def test_commands_over_the_open_connection_are_not_held_back_by_nagle(host_transport):
+    import socket as s
+
+    host_transport.run(["true"], check=True)
+    sock = host_transport._client().get_transport().sock
+    assert sock.getsockopt(s.IPPROTO_TCP, s.TCP_NODELAY) == 1
