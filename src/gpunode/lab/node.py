@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gpunode.lab import containers, paths, rootfs, sshd
-from gpunode.lab.common import LabError, Progress, say, write_text
+from gpunode.lab.common import LabError, Progress, host_run, say, write_text
 
 REQUIRED = {
     "lxc-create": "lxc", "lxc-start": "lxc", "lxc-attach": "lxc", "lxc-info": "lxc", "lxc-wait": "lxc",
@@ -37,10 +37,11 @@ def preflight() -> None:
     if os.geteuid() != 0:
         raise LabError("the lab needs root (it runs LXC containers and an sshd)", hint="run it as root")
     missing = sorted({pkg for cmd, pkg in REQUIRED.items() if not _which(cmd)}
-                     | ({"openssh-server"} if not Path(sshd.SSHD).exists() else set()))
+                     | ({"openssh-server"} if not Path(sshd.SSHD).exists() else set())
+                     | ({"python3"} if not Path("/usr/bin/python3").exists() else set()))
     if missing:
         raise LabError("the lab's packages are missing: " + " ".join(missing),
-                       hint="apt-get install openssh-server lxc debootstrap dpkg-dev")
+                       hint="apt-get install openssh-server lxc debootstrap dpkg-dev python3")
     if not Path("/usr/share/lxc/templates/lxc-debian").exists():
         raise LabError("LXC's debian template is missing", hint="apt-get install lxc")
 
@@ -124,9 +125,31 @@ def _sync_shape(name: str, shape_dir: Path | None, progress: Progress | None) ->
 
 # -- pct stand-in --------------------------------------------------------------------------------
 
+PCT_LAUNCHER = f"""\
+#!/usr/bin/python3 -IS
+# STAND-IN for Proxmox VE's `pct`, installed by the gpunode lab (it is NOT Proxmox).
+# The program is {paths.PCT_LIB}/gpunode_pct_standin.py, a copy of gpunode/lab/pct_standin.py,
+# byte-compiled there so that each call skips compiling it (start-up is most of its cost).
+import sys
+
+sys.path.insert(0, "{paths.PCT_LIB}")
+import gpunode_pct_standin  # noqa: E402
+
+sys.exit(gpunode_pct_standin.main(sys.argv[1:]))
+"""
+
+
 def _install_standins(progress: Progress | None) -> None:
-    src = Path(__file__).with_name("pct_standin.py").read_text()
-    if write_text(paths.PCT, src, 0o755):
+    module = paths.PCT_LIB / "gpunode_pct_standin.py"
+    changed = write_text(module, Path(__file__).with_name("pct_standin.py").read_text())
+    cached = list((paths.PCT_LIB / "__pycache__").glob("gpunode_pct_standin.*.pyc"))
+    if changed or not cached:
+        for old in cached:
+            old.unlink()
+        # Compiled by the interpreter that runs it, so the cache matches its version.
+        host_run(["/usr/bin/python3", "-I", "-m", "py_compile", str(module)],
+                 what="byte-compiling the pct stand-in", hint="the lab needs /usr/bin/python3 (Debian's python3)")
+    if write_text(paths.PCT, PCT_LAUNCHER, 0o755) or changed:
         say(progress, f"pct stand-in: installed at {paths.PCT}")
 
 

@@ -29,7 +29,8 @@ KNOWN_HOSTS = SSH_DIR / "known_hosts"  # holds [127.0.0.1]:2222
 
 # -- pct stand-in and PVE-format configs -------------------------------------------
 BIN = STATE / "bin"
-PCT = BIN / "pct"
+PCT = BIN / "pct"  # a launcher; the stand-in itself is byte-compiled in PCT_LIB
+PCT_LIB = BIN / "lib"
 PVE_ROOT = STATE / "pve"
 PVE_LXC = PVE_ROOT / "nodes" / NODE / "lxc"  # <vmid>.conf, what `pct config` prints
 
