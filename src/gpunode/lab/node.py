@@ -7,6 +7,7 @@ and downloads packages (about two minutes), which the cache keeps across destroy
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -239,7 +240,14 @@ def destroy(progress: Progress | None = None) -> dict[str, Any]:
         for ct in containers.every_container():
             containers.remove(ct)
         if paths.STATE.exists():
-            shutil.rmtree(paths.STATE)
+            # Its contents, then the folder itself unless something is mounted on it.
+            for entry in paths.STATE.iterdir():
+                shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            try:
+                paths.STATE.rmdir()
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    raise
     say(progress, f"lab: destroyed {paths.STATE} (cache kept in {paths.CACHE})")
     return status()
 
