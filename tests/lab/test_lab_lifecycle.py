@@ -1,0 +1,82 @@
+"""up / down / destroy of a whole second lab, in private mount and network namespaces.
+
+The live lab keeps running for the other tests: the second one gets an empty state folder
+mounted over /var/lib/gpunode-lab and its own loopback (LXC's command sockets and port 2222
+are per network namespace); it shares the cached base rootfs and packages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="needs root and unshare"),
+]
+
+SCRIPT = textwrap.dedent("""
+    import json, os, subprocess, sys, time
+    from gpunode import lab
+
+    def mine():
+        # Processes in this network namespace, other than this one and its ancestors.
+        me, ancestors = os.readlink("/proc/self/ns/net"), set()
+        pid = os.getpid()
+        while pid > 1:
+            ancestors.add(pid)
+            pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+        found = []
+        for p in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if int(p) not in ancestors and os.readlink(f"/proc/{p}/ns/net") == me:
+                    found.append(open(f"/proc/{p}/cmdline", "rb").read().replace(b"\\0", b" ").decode()[:120])
+            except OSError:
+                pass
+        return found
+
+    out = {}
+    t = time.monotonic(); st = lab.up(); out["up_s"] = time.monotonic() - t
+    out["up"] = st["up"]
+    out["states"] = {str(k): v["state"] for k, v in st["containers"].items()}
+    lines = []
+    t = time.monotonic(); lab.up(progress=lines.append); out["again_s"] = time.monotonic() - t
+    out["again_lines"] = lines
+    r = subprocess.run(["/var/lib/gpunode-lab/bin/pct", "exec", "200", "--", "cat", "/etc/hostname"],
+                       capture_output=True, text=True)
+    out["pct"] = [r.returncode, r.stdout, r.stderr]
+    lab.down()
+    out["after_down"] = mine()
+    out["status_after_down"] = lab.status()["up"]
+    t = time.monotonic(); out["warm_up"] = lab.up()["up"]; out["warm_s"] = time.monotonic() - t
+    lab.destroy()
+    out["after_destroy"] = mine()
+    out["state_left"] = os.listdir("/var/lib/gpunode-lab")
+    print(json.dumps(out))
+""")
+
+
+def test_up_down_destroy_of_a_second_lab(lab, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    shell = (f"ip link set lo up && mount --bind {state} /var/lib/gpunode-lab && "
+             f"exec {sys.executable} -c \"$1\"")
+    proc = subprocess.run(["unshare", "-m", "-n", "--propagation", "private", "sh", "-c", shell, "sh", SCRIPT],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["up"] and out["states"] == {"200": "running", "201": "running", "202": "stopped"}
+    assert out["pct"] == [0, "lab-cpu\n", ""]
+    # A second up changes nothing and is quick.
+    assert out["again_s"] < 5
+    assert not [line for line in out["again_lines"] if "started" in line or "created" in line], out["again_lines"]
+    # Nothing of the lab runs after down (no sshd, no LXC monitor, no container).
+    assert out["after_down"] == [] and out["status_after_down"] is False
+    assert out["warm_up"] and out["warm_s"] < 30
+    assert out["after_destroy"] == [] and out["state_left"] == []
