@@ -36,7 +36,10 @@ deadline=$(( $(date +%s) + $1 )); shift
 while [ $# -gt 0 ]; do
   unit=$1; url=$2; shift 2
   until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/health" 2>/dev/null)" = 200 ]; do
-    if systemctl is-failed --quiet "$unit"; then echo "@@failed $unit"; exit 3; fi
+    # A crash since the (re)start shows as NRestarts > 0 long before systemd gives up.
+    if systemctl is-failed --quiet "$unit" || [ "$(systemctl show -P NRestarts "$unit")" != 0 ]; then
+      echo "@@failed $unit"; exit 3
+    fi
     if [ "$(date +%s)" -ge "$deadline" ]; then echo "@@timeout $unit"; exit 4; fi
     sleep 2
   done
