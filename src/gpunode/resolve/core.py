@@ -168,7 +168,10 @@ def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choice
     venv = f"{choices.venv_root.rstrip('/')}/router"
     python = plan_python if versions.in_range(plan_python, r.python_min, r.python_max) else r.python_max
     argv = (f"{venv}/bin/python", "-m", r.module, "--host", choices.router_host, "--port", str(choices.router_port),
-            "--worker-urls", *urls, "--policy", policy, "--prometheus-host", "127.0.0.1")
+            "--worker-urls", *urls, "--policy", policy, "--prometheus-host", "127.0.0.1",
+            # The default 60 s check interval keeps workers that were still loading out of
+            # rotation for minutes after they answer; seen in the lab ("no_available_workers").
+            "--health-check-interval-secs", "10")
     trail.decide("router", f"{r.package} on {choices.router_host}:{choices.router_port}, policy {policy}",
                  f"{len(servers)} servers behind one endpoint; " + ("round_robin as tested with vLLM CPU workers"
                  if engine == "vllm-cpu" else "cache_aware (the router's default) keeps shared prefixes on one "
