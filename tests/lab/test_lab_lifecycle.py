@@ -13,8 +13,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
+
+SHAPES = Path(__file__).resolve().parents[1] / "data" / "nvidia-smi"
 
 pytestmark = [
     pytest.mark.lab,
@@ -51,6 +54,17 @@ SCRIPT = textwrap.dedent("""
     r = subprocess.run(["/var/lib/gpunode-lab/bin/pct", "exec", "200", "--", "cat", "/etc/hostname"],
                        capture_output=True, text=True)
     out["pct"] = [r.returncode, r.stdout, r.stderr]
+    def pct(*args):
+        r = subprocess.run(["/var/lib/gpunode-lab/bin/pct", *args], capture_output=True, text=True)
+        return [r.returncode, r.stdout, r.stderr]
+
+    out["start_202"] = [pct("start", "202")[0], pct("status", "202"), pct("start", "202")]
+    out["stop_202"] = [pct("stop", "202")[0], pct("status", "202"), pct("stop", "202")]
+    shapes = [n for n in ("h200-x1",) if os.path.isdir(f"{os.environ['SHAPES']}/{n}")]
+    if shapes:
+        lab.up(gpu_shape=shapes[0])
+        out["shape"] = [shapes[0], pct("exec", "201", "--", "nvidia-smi")[1],
+                        pct("config", "201")[1].count("/dev/nvidia")]
     lab.down()
     out["after_down"] = mine()
     out["status_after_down"] = lab.status()["up"]
@@ -68,7 +82,7 @@ def test_up_down_destroy_of_a_second_lab(lab, tmp_path):
     shell = (f"ip link set lo up && mount --bind {state} /var/lib/gpunode-lab && "
              f"exec {sys.executable} -c \"$1\"")
     proc = subprocess.run(["unshare", "-m", "-n", "--propagation", "private", "sh", "-c", shell, "sh", SCRIPT],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "SHAPES": str(SHAPES)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["up"] and out["states"] == {"200": "running", "201": "running", "202": "stopped"}
@@ -76,6 +90,14 @@ def test_up_down_destroy_of_a_second_lab(lab, tmp_path):
     # A second up changes nothing and is quick.
     assert out["again_s"] < 5
     assert not [line for line in out["again_lines"] if "started" in line or "created" in line], out["again_lines"]
+    # pct start/stop like real pct, messages included.
+    assert out["start_202"] == [0, [0, "status: running\n", ""], [255, "", "CT 202 already running\n"]]
+    assert out["stop_202"] == [0, [0, "status: stopped\n", ""], [255, "", "CT 202 not running\n"]]
+    # Another recorded shape replaces what nvidia-smi replays in 201, and the devN lines.
+    if "shape" in out:
+        name, table, devices = out["shape"]
+        assert table == (SHAPES / name / "nvidia-smi.txt").read_text()
+        assert devices == 1 + 3  # /dev/nvidia0, nvidiactl, nvidia-uvm, nvidia-uvm-tools
     # Nothing of the lab runs after down (no sshd, no LXC monitor, no container).
     assert out["after_down"] == [] and out["status_after_down"] is False
     assert out["warm_up"] and out["warm_s"] < 30

@@ -193,3 +193,17 @@ def test_configs_of_the_three_containers():
     assert "lxc.net.0.type = empty" in lxc
     assert f"lxc.mount.entry = {paths.SHARE_APT} mnt/lab/apt none bind,ro,create=dir 0 0" in lxc
     assert f"= {12 * 1024 ** 3}" in lxc  # 12 GiB, like PVE's memory: 12288
+
+
+def test_an_unknown_gpu_shape_is_refused_before_anything_happens():
+    from gpunode.lab import LabError, node
+
+    with pytest.raises(LabError, match="no recorded nvidia-smi shape named 'no-such-shape'") as err:
+        node.up(gpu_shape="no-such-shape")
+    assert "known shapes:" in err.value.hint
+
+
+def test_invoke_collection_has_the_lab_tasks():
+    from gpunode.cli.lab import ns
+
+    assert {"up", "down", "status", "destroy"} <= set(ns.task_names)

@@ -113,6 +113,18 @@ def _rootfs_path(ct: Container, mode: str) -> str:
     return f"dir:{ct.dir / 'rootfs'}"
 
 
+def _apparmor() -> list[str]:
+    """The template's generated profile (LXC skips it on kernels without AppArmor); unconfined
+    where AppArmor runs but its parser, which LXC needs to load the profile, is missing."""
+    try:
+        enabled = Path("/sys/module/apparmor/parameters/enabled").read_text().strip() == "Y"
+    except OSError:
+        enabled = False
+    if enabled and not shutil.which("apparmor_parser", path="/usr/sbin:/sbin:/usr/bin:/bin"):
+        return ["lxc.apparmor.profile = unconfined"]
+    return ["lxc.apparmor.profile = generated", "lxc.apparmor.allow_nesting = 1"]
+
+
 def lxc_config(ct: Container, mode: str) -> str:
     lines = [
         "# gpunode lab container, written by gpunode.lab.containers; do not edit.",
@@ -123,8 +135,7 @@ def lxc_config(ct: Container, mode: str) -> str:
         f"lxc.rootfs.path = {_rootfs_path(ct, mode)}",
         "# no network device: loopback only, no bridge, no route out",
         "lxc.net.0.type = empty",
-        "lxc.apparmor.profile = generated",
-        "lxc.apparmor.allow_nesting = 1",
+        *_apparmor(),
         "lxc.tty.max = 2",
         "lxc.pty.max = 1024",
         f"{_memory_key()} = {ct.memory_mb * MiB}",

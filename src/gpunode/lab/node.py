@@ -42,20 +42,30 @@ def preflight() -> None:
                      | ({"python3"} if not Path("/usr/bin/python3").exists() else set()))
     if missing:
         raise LabError("the lab's packages are missing: " + " ".join(missing),
-                       hint="apt-get install openssh-server lxc debootstrap dpkg-dev python3")
+                       hint="apt-get install openssh-server lxc lxc-templates debootstrap dpkg-dev python3")
     if not Path("/usr/share/lxc/templates/lxc-debian").exists():
-        raise LabError("LXC's debian template is missing", hint="apt-get install lxc")
+        raise LabError("LXC's debian template is missing", hint="apt-get install lxc-templates")
 
 
 @contextmanager
-def _locked() -> Iterator[None]:
+def _locked(progress: Progress | None = None, wait: float = 900) -> Iterator[None]:
+    """One lab.up/down/destroy at a time on this machine; a second one waits its turn."""
     paths.CACHE.mkdir(parents=True, exist_ok=True)
     with open(paths.CACHE / "lab.lock", "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise LabError("another lab.up/down/destroy is running",
-                           hint="wait for it to finish") from None
+        deadline = time.monotonic() + wait
+        told = False
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LabError(f"another lab.up/down/destroy has run for over {wait:.0f} s",
+                                   hint=f"see who holds {paths.CACHE / 'lab.lock'} (fuser -v)") from None
+                if not told:
+                    say(progress, "lab: waiting for another lab.up/down/destroy to finish")
+                    told = True
+                time.sleep(0.2)
         yield
 
 
@@ -167,13 +177,13 @@ def _install_nvidia_smi(ct: containers.Container) -> None:
 def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = None) -> dict[str, Any]:
     """Bring the lab up (idempotent) and return status()."""
     started = time.monotonic()
-    preflight()
     shape_dir = find_shape(gpu_shape)
     if shape_dir is None and gpu_shape != paths.DEFAULT_GPU_SHAPE:
         raise LabError(f"no recorded nvidia-smi shape named {gpu_shape!r}",
                        hint="known shapes: " + (", ".join(known_shapes()) or "none yet")
                        + f" (folders with nvidia-smi.txt under {', '.join(map(str, shape_dirs()))})")
-    with _locked():
+    preflight()
+    with _locked(progress):
         for d in (paths.STATE, paths.RUN, paths.BIN, paths.PVE_LXC, paths.LXC_PATH, paths.SHARE_APT,
                   paths.SHARE_WHEELS, paths.SHARE_MODELS, paths.SHARE_NVIDIA_SMI):
             d.mkdir(parents=True, exist_ok=True)
@@ -219,7 +229,7 @@ def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = Non
 
 def down(progress: Progress | None = None) -> dict[str, Any]:
     """Stop the containers and sshd; keep containers, state and caches for a fast next up()."""
-    with _locked():
+    with _locked(progress):
         running = containers.active()
         for ct in containers.every_container():
             if ct.name in running:
@@ -236,7 +246,7 @@ def down(progress: Progress | None = None) -> dict[str, Any]:
 def destroy(progress: Progress | None = None) -> dict[str, Any]:
     """down(), then remove the containers and all state; the cache under /var/cache stays."""
     down(progress)
-    with _locked():
+    with _locked(progress):
         for ct in containers.every_container():
             containers.remove(ct)
         if paths.STATE.exists():
