@@ -47,9 +47,16 @@ while [ $# -gt 0 ]; do
 done
 """
 
+# A router admits a worker only after its own health checks pass, so the first
+# requests through it may get 503 for a few seconds: retry until the deadline.
 _ASK = r"""
-url=$1; body=$2
-curl -sS --fail-with-body --max-time 120 -H 'Content-Type: application/json' -d "$body" "$url/v1/completions"
+url=$1; body=$2; deadline=$(( $(date +%s) + $3 ))
+until out=$(curl -sS --fail-with-body --max-time 120 -H 'Content-Type: application/json' -d "$body" \
+            "$url/v1/completions" 2>&1); do
+  [ "$(date +%s)" -lt "$deadline" ] || { printf '%s\n' "$out"; exit 1; }
+  sleep 2
+done
+printf '%s\n' "$out"
 """
 
 
@@ -63,6 +70,7 @@ class Ready(Step):
 
     endpoints: list[Endpoint] = field(default_factory=list)
     grace_s: int = 1800
+    ask_s: int = 120
     prompt: str = "The capital of France is"
 
     @property
@@ -88,7 +96,7 @@ class Ready(Step):
             self._fail(target, result.stdout, result.exit_code)
         for e in self.endpoints:
             body = json.dumps({"model": e.model, "prompt": self.prompt, "max_tokens": 8, "temperature": 0})
-            r = target.run(shell.sh(_ASK, e.url, body), timeout=180)
+            r = target.run(shell.sh(_ASK, e.url, body, str(self.ask_s)), timeout=self.ask_s + 180)
             try:
                 text = json.loads(r.stdout)["choices"][0]["text"]
             except (ValueError, KeyError, IndexError, TypeError):
