@@ -40,7 +40,9 @@ def test_field_notes_picks_the_newest_sglang_that_runs_qwen36_on_cuda13():
     assert plan.pinset == "cu13-latest" and plan.engine_version == "0.5.23"
     assert plan.python == "3.11"  # Debian 12's python3.11; 0.5.23 needs >= 3.11 (facts §1.1)
     assert [p.requirement for p in plan.packages] == [
-        "sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python[cu13]==0.7.2"]
+        "sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python[cu13]==0.7.2",
+        # humming-kernels would let nvcc float to 13.5 over the 13.0 runtime (tests/test_pinsets.py)
+        "nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-crt==13.0.88", "nvidia-nvvm==13.0.88", "nvidia-cuda-cccl==13.3.5.0.6"]
 
 
 def test_field_notes_never_uses_fa3_or_fa4_on_compute_capability_12():
@@ -122,8 +124,15 @@ def test_field_notes_with_the_older_pinset_uses_the_old_flag_and_installs_libnum
     argv = plan.servers[0].argv
     assert flags_of(argv)["--mamba-scheduler-strategy"] == "no_buffer"
     assert "--mamba-radix-cache-strategy" not in argv
-    # sglang-kernel 0.4.2.post2 links libnuma.so.1, and the container has none
+    # sglang-kernel 0.4.2.post2 links libnuma.so.1, and the container has none;
+    # its pip CUDA layout has no CCCL at all, flashinfer 0.6.11.post1 vendors 3.3.2
     assert "libnuma" in fix_ids(plan) and "cccl-overlay" in fix_ids(plan)
+
+
+def test_cu13b_needs_no_cccl_overlay_because_its_pip_cccl_is_newer_than_flashinfers():
+    plan = resolve(field_notes(), {"pinset": "cu13-b"})
+    # nvidia-cuda-cccl 13.3.5.0.6 (CCCL 3.5.0) >= flashinfer 0.6.15.post1's vendored 3.3.2
+    assert "cccl-overlay" not in fix_ids(plan) and "pip-nvcc" in fix_ids(plan)
 
 
 # -- other architectures ----------------------------------------------------------------
@@ -150,16 +159,27 @@ def test_b200_with_driver_580_gets_cuda13():
     assert "cccl-overlay" in fix_ids(plan)  # the container's nvcc is 12.8, so pip's 13.0 is used
 
 
-def test_h200_snapshot_uses_fa3_and_the_system_cuda13_toolkit():
+def test_h200_snapshot_uses_fa3_and_leaves_the_system_cuda13_toolkit_alone():
     plan = resolve(h200())
     assert plan.pinset == "cu13-latest" and plan.python == "3.12"
     argv = flags_of(plan.servers[0].argv)
     assert argv["--attention-backend"] == "fa3" and argv["--mm-attention-backend"] == "fa3"
     assert argv["--mem-fraction-static"] == "0.8"
-    assert plan.toolkit == type(plan.toolkit)("system", "/usr/local/cuda-13.0", "13.0")
-    assert plan.env["CUDA_HOME"] == "/usr/local/cuda-13.0"
-    assert "pip-nvcc" not in fix_ids(plan) and "cccl-overlay" not in fix_ids(plan)
+    assert plan.toolkit.kind == "pip" and plan.toolkit.nvcc == "13.0"
+    assert "/usr/local/cuda-13.0" in plan.decision("JIT toolkit").reason
+    # flashinfer 0.7.2 vendors CCCL 3.6.0, the pip layout has humming-kernels' 3.5.0
+    assert {"pip-nvcc", "cccl-overlay"} <= set(fix_ids(plan))
+    assert "libnuma" not in fix_ids(plan)  # sglang-kernel 0.4.10 does not link it
     assert plan.router is None and len(plan.servers) == 1
+
+
+def test_cuda12_stack_uses_a_matching_system_toolkit():
+    facts = h200()
+    system = replace(facts.system, toolkits=(type(facts.system.toolkits[0])("/usr/local/cuda-12.9", "12.9", "system"),))
+    plan = resolve(replace(facts, system=system), {"pinset": "cu12-legacy"})
+    assert plan.toolkit == type(plan.toolkit)("system", "/usr/local/cuda-12.9", "12.9")
+    assert plan.env["CUDA_HOME"] == "/usr/local/cuda-12.9"
+    assert "pip-nvcc" not in fix_ids(plan) and "cccl-overlay" not in fix_ids(plan)
 
 
 def test_mtp_weights_turn_on_eagle_with_extra_buffer_under_each_versions_flag():
@@ -233,7 +253,7 @@ def test_cpu_machine_gets_the_tested_vllm_cpu_command_and_router():
     assert plan.router.argv[1:] == (
         "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", "30000", "--worker-urls",
         "http://127.0.0.1:30001", "http://127.0.0.1:30002", "--policy", "round_robin", "--prometheus-host",
-        "127.0.0.1")
+        "127.0.0.1", "--health-check-interval-secs", "10")
     strip = next(f for f in plan.fixes if f.id == "cpu-strip")
     assert strip.actions[0]["packages"] == ["torchvision", "torchaudio", "torchcodec", "triton"]
     assert plan.indexes.stand_ins[0]["pypi_standin"] == "torch==2.13.0"

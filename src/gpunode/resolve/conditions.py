@@ -20,7 +20,7 @@ KEYS: dict[str, str] = {
     "quantization": "one",
     "in_container": "bool",
     "jit_toolkit": "one",
-    "flashinfer_vendors_cccl": "bool",
+    "cccl_behind": "bool",
     "kernel_links_libnuma": "bool",
     "libnuma": "bool",
     "other_kernel_installed": "bool",

@@ -49,7 +49,11 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
         topo, cores = topology.cpu_topology(facts, choices, trail)
         slots = cores
     args = flags.engine_args(kb, p, gpus, rule, choices, mem_fraction, topo.tp, mtp, facts.target, trail)
-    ctx = fixes.context(facts, gpus, p, tk, rule, venv, topo.tp, mtp)
+    ctx = fixes.context(facts, gpus, p, tk, rule, venv, topo.tp, mtp, kb)
+    if ctx["cccl_behind"] and tk.kind == "system":
+        trail.warn(f"the system toolkit at {tk.cuda_home} has CCCL {fixes.toolkit_cccl(p, tk, kb)}, older than "
+                   f"flashinfer {p.flashinfer.version if p.flashinfer else ''}'s vendored copy; SGLang's own JIT "
+                   "does not add flashinfer's copy, so a kernel that includes flashinfer headers may fail")
     planned, fix_env = fixes.plan_fixes(kb, ctx, fixes.values(facts, p, tk, venv, py, kb), trail)
     env.update(fix_env)
     if tk.kind == "system" and tk.cuda_home:

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import conditions
+from gpunode.resolve import conditions, versions
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.models import ModelRule
@@ -18,8 +18,26 @@ from gpunode.resolve.trail import Trail, short
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
+def toolkit_cccl(p: Pinset, toolkit: Toolkit, kb: KB) -> str | None:
+    """The CCCL version the JIT toolkit's own headers have (None: no CCCL headers at all)."""
+    if toolkit.kind == "pip":
+        return p.pip_cccl
+    row = kb.toolkit_cccl.get(toolkit.nvcc or "")
+    return row.cccl if row else None
+
+
+def cccl_behind(p: Pinset, toolkit: Toolkit, kb: KB) -> bool | None:
+    """flashinfer vendors a newer CCCL than the JIT toolkit has (facts §5.2)."""
+    if not (p.flashinfer and p.flashinfer.vendored_cccl and toolkit.kind):
+        return False
+    have = toolkit_cccl(p, toolkit, kb)
+    if have is None and toolkit.kind == "system" and (toolkit.nvcc or "") not in kb.toolkit_cccl:
+        return None
+    return have is None or versions.parse(have) < versions.parse(p.flashinfer.vendored_cccl)
+
+
 def context(facts: Facts, gpus: GpuSet | None, p: Pinset, toolkit: Toolkit, rule: ModelRule, venv: str,
-            tp: int, mtp: bool) -> dict[str, Any]:
+            tp: int, mtp: bool, kb: KB) -> dict[str, Any]:
     """The facts the `when:` keys look at (see conditions.KEYS)."""
     inst = facts.install
     ours = bool(inst.venv) and inst.venv.rstrip("/") == venv.rstrip("/")
@@ -34,7 +52,7 @@ def context(facts: Facts, gpus: GpuSet | None, p: Pinset, toolkit: Toolkit, rule
         "quantization": (model.quantization or "none") if model else None,
         "in_container": facts.system.in_container,
         "jit_toolkit": toolkit.kind,
-        "flashinfer_vendors_cccl": bool(p.flashinfer and p.flashinfer.vendored_cccl),
+        "cccl_behind": cccl_behind(p, toolkit, kb),
         "kernel_links_libnuma": p.kernel_links_libnuma,
         "libnuma": facts.system.libnuma,
         "other_kernel_installed": ours and bool(inst.kernel_package and p.kernel_package

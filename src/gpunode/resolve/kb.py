@@ -47,6 +47,7 @@ class Pinset:
     kernel_package: str | None
     kernel_links_libnuma: bool
     flashinfer: Flashinfer | None
+    pip_cccl: str | None            # CCCL the pin set's own packages put into the pip CUDA layout
     python_min: str
     python_max: str
     glibc_min: str | None
@@ -68,6 +69,13 @@ class NvccPackages:
     cuda: str
     packages: tuple[str, ...]
     cuda_home: str                  # relative to site-packages
+    source: str
+
+
+@dataclass(frozen=True)
+class ToolkitCccl:
+    cuda: str
+    cccl: str
     source: str
 
 
@@ -227,6 +235,7 @@ class FixRule:
 class KB:
     indexes: dict[str, Index]
     nvcc: dict[str, NvccPackages]
+    toolkit_cccl: dict[str, ToolkitCccl]
     routers: dict[str, Router]
     pinsets: tuple[Pinset, ...]
     archs: tuple[Arch, ...]

@@ -34,6 +34,7 @@ from gpunode.resolve.kb import (
     Parsers,
     Pinset,
     Router,
+    ToolkitCccl,
     Variant,
     Warned,
 )
@@ -56,6 +57,8 @@ def load(folder: Path = COMPAT) -> KB:
     kb = KB(
         indexes=indexes,
         nvcc={k: _nvcc(k, r) for k, r in _mapping(pins, "nvcc_packages").items()},
+        toolkit_cccl={k: ToolkitCccl(k, _version(r, "cccl"), r.source())
+                      for k, r in _mapping(pins, "toolkit_cccl").items()},
         routers={k: _router(k, r) for k, r in _mapping(pins, "routers").items()},
         pinsets=tuple(_pinset(r, indexes) for r in pins.items("pinsets")),
         archs=tuple(_arch(r) for r in top["gpus"].items("archs")),
@@ -134,7 +137,8 @@ def _package(r: Reader, indexes: dict[str, Index]) -> Package:
 
 def _pinset(r: Reader, indexes: dict[str, Index]) -> Pinset:
     r.only({"id", "engine", "version", "status", "opt_in", "packages", "torch", "kernel", "flashinfer", "python",
-            "glibc_min", "machines", "driver_min", "spec_v2_default", "uninstall_after", "unconfirmed", "source"})
+            "glibc_min", "machines", "driver_min", "pip_cccl", "spec_v2_default", "uninstall_after", "unconfirmed",
+            "source"})
     engine = r.text("engine")
     if engine not in ENGINES:
         raise r.fail("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
@@ -154,6 +158,7 @@ def _pinset(r: Reader, indexes: dict[str, Index]) -> Pinset:
         kernel_links_libnuma=kernel.get("links_libnuma", bool) if kernel else False,
         flashinfer=Flashinfer(_version(fi, "version"), _opt_version(fi, "vendored_cccl"),
                               fi.str_map("nvcc_min", {}), fi.text("jit_cache_index", "")) if fi else None,
+        pip_cccl=_opt_version(r, "pip_cccl"),
         python_min=_version(py, "min"), python_max=_version(py, "max"),
         glibc_min=_opt_version(r, "glibc_min"), machines=r.strings("machines"),
         driver_min=_opt_version(r, "driver_min"), spec_v2_default=r.get("spec_v2_default", bool, None),

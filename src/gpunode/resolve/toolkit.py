@@ -1,8 +1,11 @@
 """The CUDA toolkit that flashinfer's and SGLang's JIT compilers will use.
 
 Its nvcc must have torch's CUDA major.minor (facts "Resolver checks" 8 and
-§5.1 c): a system toolkit of exactly that version is used as it is; otherwise
-the plan pins pip's nvcc to it inside the venv.
+§5.1 c). CUDA 13 stacks always get pip's nvcc pinned inside the venv: the
+pin sets pull pip CUDA packages anyway (humming-kernels even pulls an unpinned
+nvcc), and a venv-owned toolkit can take the CCCL overlay without touching the
+system. CUDA 12 stacks use a system toolkit of exactly torch's version when
+there is one (pip's CUDA 12 layout splits headers across packages), else pip's.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ def choose(p: Pinset, facts: Facts, gpus: GpuSet | None, venv: str, python: str,
     why_need = (f"; flashinfer {p.flashinfer.version} needs nvcc >= {need} on compute capability {gpus.arch.cc}"
                 if need and p.flashinfer else "")
     match = [t for t in found if versions.major_minor(t.version) == want]
+    if match and p.cuda_major == 13:
+        trail.decide("JIT toolkit", f"pip CUDA {want} at {site_packages(venv, python)}/{nvcc.cuda_home}",
+                     f"CUDA 13 stacks use the venv's own nvcc pinned to torch's {want} "
+                     f"({', '.join(nvcc.packages)}); the system's {match[0].version} at {match[0].path} is left "
+                     f"alone{why_need}", fact=fact, rule="compat/pinsets.yml nvcc_packages", source=nvcc.source)
+        return Toolkit("pip", f"{site_packages(venv, python)}/{nvcc.cuda_home}", want)
     if match:
         t = match[0]
         trail.decide("JIT toolkit", f"system CUDA {t.version} at {t.path}",
