@@ -115,6 +115,12 @@ class _Run:
 
     def apply(self, plans: list[list[Outcome | BaseException]]) -> None:
         for role, row in zip(self.roles, plans, strict=True):
+            if self.changed_something and not self.stopped:
+                # Earlier roles changed the target (and their handlers ran): what this role's
+                # steps saw in the first probe may be stale, even for steps that were no-ops then
+                # (a restarted server is no longer "answering"). One batch re-probes them all.
+                row = self._replan(role)
+                self.changed_something = False
             for step, outcome in zip(role.steps, row, strict=True):
                 if self.stopped:
                     self.event("step", role.name, step.title, SKIPPED, self.stopped, time.monotonic())
@@ -150,6 +156,18 @@ class _Run:
             self.stopped = f"not run: {step.title} failed"
             self.event("step", role.name, step.title, FAILED, _message(exc), started)
 
+    def _replan(self, role: RolePlan) -> list[Outcome | BaseException]:
+        argvs: list[list[str]] = []
+        broken: dict[int, BaseException] = {}
+        for s, step in enumerate(role.steps):
+            try:
+                argvs.append(step.probe())
+            except Exception as exc:  # noqa: BLE001 - reported as that step's failure
+                broken[s] = exc
+                argvs.append(["true"])
+        results = probe.run_batch(self.target, argvs)
+        return [broken.get(s) or _check(step, results[s]) for s, step in enumerate(role.steps)]
+
     def _reprobe(self, step: Step) -> probe.Probe:
         """The step's probe again, refused on the target if this run lost its lock meanwhile."""
         script = lock.guard("$1", "$2") + '\nshift 2\n"$@" </dev/null 2>&1'
@@ -184,6 +202,7 @@ class _Run:
                     self.event("handler", role.name, name, FAILED, _message(exc), started)
                     continue
                 done.append(key)
+                self.changed_something = True
                 entries.append(Entry(self.owner.run_id, self._by(), role.name, "handler", name, f"ran ({why})"))
                 self.event("handler", role.name, name, CHANGED, f"ran ({why})", started)
         finally:
