@@ -1,4 +1,4 @@
-"""Servers answering: /health for every server and the router, then one real
+"""Servers answering: /health for every server (/readiness for the router), then one real
 completion through each.
 
 The wait runs on the target as one command (curl in a loop with a deadline),
@@ -23,19 +23,21 @@ class Endpoint:
     unit: str          # systemd unit serving it
     url: str           # "http://127.0.0.1:30001"
     model: str         # served model name for the completion request
+    health: str = "/health"  # a router answers /health before it has workers: use /readiness
 
 
 _PROBE = r"""
-for url in "$@"; do
-  printf '%s %s\n' "$url" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$url/health" 2>/dev/null || echo 000)"
+while [ $# -gt 0 ]; do
+  printf '%s %s\n' "$1" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$1$2" 2>/dev/null || echo 000)"
+  shift 2
 done
 """
 
 _WAIT = r"""
 deadline=$(( $(date +%s) + $1 )); shift
 while [ $# -gt 0 ]; do
-  unit=$1; url=$2; shift 2
-  until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url/health" 2>/dev/null)" = 200 ]; do
+  unit=$1; url=$2; path=$3; shift 3
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url$path" 2>/dev/null)" = 200 ]; do
     # A crash since the (re)start shows as NRestarts > 0 long before systemd gives up.
     if systemctl is-failed --quiet "$unit" || [ "$(systemctl show -P NRestarts "$unit")" != 0 ]; then
       echo "@@failed $unit"; exit 3
@@ -78,19 +80,19 @@ class Ready(Step):
         return "ready:" + ",".join(e.name for e in self.endpoints)
 
     def probe(self) -> list[str]:
-        return shell.sh(_PROBE, *[e.url for e in self.endpoints])
+        return shell.sh(_PROBE, *[x for e in self.endpoints for x in (e.url, e.health)])
 
     def check(self, probe: Probe) -> Outcome:
         codes = dict(line.rsplit(" ", 1) for line in probe.lines() if " " in line)
         down = [e for e in self.endpoints if codes.get(e.url) != "200"]
         if not down:
-            return NoChange(f"all {len(self.endpoints)} endpoints answer /health with 200 "
+            return NoChange(f"all {len(self.endpoints)} endpoints answer their health check with 200 "
                             f"({', '.join(e.name for e in self.endpoints)})")
-        return Change(f"wait up to {self.grace_s}s for {', '.join(e.name for e in down)} to answer /health, "
+        return Change(f"wait up to {self.grace_s}s for {', '.join(e.name for e in down)} to answer their health check, "
                       "then send one completion through each endpoint")
 
     def apply(self, target: Transport) -> None:
-        pairs = [x for e in self.endpoints for x in (e.unit, e.url)]
+        pairs = [x for e in self.endpoints for x in (e.unit, e.url, e.health)]
         result = target.run(shell.sh(_WAIT, str(self.grace_s), *pairs), timeout=self.grace_s + 60)
         if not result.ok:
             self._fail(target, result.stdout, result.exit_code)
@@ -110,7 +112,7 @@ class Ready(Step):
         unit = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(("@@failed", "@@timeout"))),
                     self.endpoints[0].unit if self.endpoints else "?")
         journal = target.run(["journalctl", "-u", unit, "-n", "30", "--no-pager", "-o", "cat"]).stdout
-        why = "failed while starting" if code == 3 else f"did not answer /health within {self.grace_s}s"
+        why = "failed while starting" if code == 3 else f"did not answer its health check within {self.grace_s}s"
         raise StepError(f"{unit} {why}", target=target.name, evidence="last journal lines:\n" + tail(journal, 30),
                         hint="fix the cause shown above, then re-run; raise ready_grace_s if the model "
                         "is just slow to load")

@@ -77,7 +77,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "server_units": [s.unit for s in servers], "env_file": "/etc/gpunode/router.env",
                                     "workdir": "/var/lib/gpunode", "exec_start": exec_line(argv)},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
-        endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{port}", model))
+        endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{port}", model, "/readiness"))
     plans = [RolePlan("servers", steps)]
     if v["servers_enabled"]:
         # A separate role, so that its steps run after the unit files' handlers: a changed
