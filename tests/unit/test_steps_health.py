@@ -17,4 +17,4 @@ def test_starting_server_503_and_refused_port_plan_a_wait():
     out = "http://127.0.0.1:30001 503\nhttp://127.0.0.1:30002 000\nhttp://127.0.0.1:30000 200\n"
     outcome = Ready(endpoints=EPS, grace_s=600).check(Probe(0, out))
     assert isinstance(outcome, Change)
-    assert outcome.summary.startswith("wait up to 600s for slot0, slot1 to answer /health")
+    assert outcome.summary.startswith("wait up to 600s for slot0, slot1 to answer their health check")
