@@ -23,7 +23,9 @@ MANIFEST = "gpunode-lock.json"
 _PROBE = r"""
 v=$1
 echo "@@section python"
-[ -x "$v/bin/python" ] && "$v/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || true
+# pyvenv.cfg names the interpreter's version; starting python here would cost a
+# process start on every no-op run.
+[ -x "$v/bin/python" ] && sed -n 's/^version\(_info\)\{0,1\} *= *\([0-9]*\.[0-9]*\).*/\2/p' "$v/pyvenv.cfg" 2>/dev/null
 echo "@@section manifest"; cat "$v/gpunode-lock.json" 2>/dev/null || true
 echo "@@section listing"; ls "$v"/lib/python3*/site-packages 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16
 """
