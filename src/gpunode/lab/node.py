@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import containers, paths, rootfs, sshd
+from gpunode.lab import containers, cpu_profile, paths, rootfs, sshd
 from gpunode.lab.common import LabError, Progress, host_run, say, write_text
 
 REQUIRED = {
@@ -218,6 +218,7 @@ def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = Non
                 _install_nvidia_smi(ct)
         restart = sshd.ensure_files()
         sshd.start(progress, restart=restart)
+        cpu_profile.prepare(progress)
         took = time.monotonic() - started
         record = {"gpu_shape": gpu_shape, "gpu_recording": shape_dir is not None,
                   "shape_dir": str(shape_dir) if shape_dir else None, "last_up_seconds": round(took, 2)}
