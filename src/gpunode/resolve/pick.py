@@ -151,6 +151,10 @@ def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts
         trail.warn(f"the target's Python versions are unknown; the plan assumes python{py} is installed")
     trail.decide("python", py, py_why, fact=f"system.pythons={list(facts.system.pythons)}; "
                  f"default={facts.system.default_python}", rule=p.where, source=p.source)
+    if not facts.system.glibc and p.glibc_min:
+        trail.warn(f"the target's glibc is unknown; {p.id} needs glibc >= {p.glibc_min}")
+    if facts.gpus and not facts.driver.version and p.driver_min:
+        trail.warn(f"the NVIDIA driver version is unknown; {p.id} needs >= {p.driver_min}")
     if p.status != "known-good":
         trail.warn(f"pin set {p.id} is {p.status}")
     for note in p.unconfirmed:

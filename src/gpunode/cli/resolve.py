@@ -1,0 +1,122 @@
+"""inv resolve: facts -> plan, printed with its reasons; changes nothing anywhere.
+
+    inv resolve --host kpro6 --ct 200 [--explain] [--json]    # probe the target once, then resolve
+    inv resolve --facts snap/                                 # a saved facts snapshot
+    inv resolve --nvidia-smi smi.txt --model /models/Qwen3.6-27B   # a node you cannot reach yet
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
+from gpunode.errors import FactError, InventoryError
+from gpunode.facts import gpu, snapshot
+from gpunode.facts import model as model_facts
+from gpunode.facts.parse import parse
+from gpunode.facts.types import Facts, Model
+from gpunode.resolve import resolve as resolve_plan
+from gpunode.resolve.explain import render
+from gpunode.resolve.plan import Plan
+
+HELP = {
+    "host": "inventory host to probe",
+    "ct": "container vmid on that host (omit for a plain SSH host)",
+    "facts": "resolve a saved facts snapshot folder instead of probing",
+    "nvidia_smi": "offline: a file with the node's nvidia-smi output (table, -q, or gpunode's CSV query)",
+    "model": "offline: the model directory (or its config.json) the node will serve",
+    "explain": "show every decision with its reason, fact, rule and source",
+    "json": "print the plan as JSON (docs/resolve.md) and nothing else",
+    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "set": "override a variable: --set key=value (repeatable)",
+}
+
+WALK_DEPTH = 3  # as deep as the facts probe lists a model directory
+
+
+def local_model(path: str) -> Model:
+    """Model facts of a local directory, through the same parser the target probe feeds."""
+    given = Path(path)
+    folder = given.parent if given.is_file() else given
+    if not (folder / "config.json").is_file():
+        raise FactError(f"{path}: no config.json there", hint="pass a model directory or its config.json")
+    lines = []
+    for root, dirs, files in os.walk(folder):
+        depth = len(Path(root).relative_to(folder).parts)
+        if depth >= WALK_DEPTH:
+            dirs[:] = []
+        for name in files:
+            full = Path(root, name)
+            lines.append(f"{full.stat().st_size} ./{full.relative_to(folder)}")
+
+    def text(name: str) -> str | None:
+        p = folder / name
+        return p.read_text() if p.is_file() else None
+
+    header = None
+    single = folder / "model.safetensors"
+    if single.is_file() and not (folder / "model.safetensors.index.json").exists():
+        with open(single, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = f.read(n).decode() if n <= 100 << 20 else None
+    m = model_facts.parse_model(str(folder), "\n".join(lines), text("config.json"),
+                                text("model.safetensors.index.json"), text("hf_quant_config.json"), header)
+    if not m.shards:  # only a config: its size says nothing about the weights
+        m = dataclasses.replace(m, size_bytes=0)
+    return m
+
+
+def offline_facts(smi_file: str, model: str | None) -> Facts:
+    try:
+        text = Path(smi_file).read_text()
+    except OSError as exc:
+        raise FactError(f"cannot read {smi_file}: {exc.strerror}", hint="check the path") from None
+    gpus, driver, problems = gpu.gpus_and_driver(text, text, text, None)
+    if not gpus:
+        raise FactError(f"{smi_file}: no GPU found in it", evidence="; ".join(problems),
+                        hint="save the output of `nvidia-smi` or `nvidia-smi -q` from the node into the file")
+    return Facts(target=Path(smi_file).stem, gpus=gpus, driver=driver, model=local_model(model) if model else None,
+                 problems=(*problems, "offline: only nvidia-smi and the model are known; the system was not probed"))
+
+
+def plan_for(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvidia_smi: str | None,
+             model: str | None, inventory: str | None, sets: list[str] | None) -> Plan:
+    overrides = parse_sets(sets)
+    variables: dict[str, Any] = dict(overrides)
+    target = None
+    if host:
+        (target,) = select_targets(load_inventory(inventory), host, ct, None, overrides)
+        variables = dict(target.vars)
+        if variables.get("model_source") and "model_path" not in variables:
+            from gpunode.roles.weights.role import staged_path_for
+
+            variables["model_path"] = staged_path_for(variables)
+    if facts_dir:
+        facts = parse(snapshot.load(Path(facts_dir)))
+    elif nvidia_smi:
+        facts = offline_facts(nvidia_smi, model)
+    elif target is not None:
+        from gpunode.cli.session import Session
+        from gpunode.facts.probe import gather
+
+        with Session() as session:
+            facts = parse(gather(session.transport(target), model_path=variables.get("model_source"),
+                                 venv=variables.get("venv")))
+    else:
+        raise InventoryError("what to resolve? pass --host H [--ct N], --facts DIR, or --nvidia-smi FILE --model PATH",
+                             hint="--nvidia-smi and --model work for a node you cannot reach yet")
+    return resolve_plan(facts, variables)
+
+
+@task(iterable=["set_"], help=HELP)
+def resolve(c, host=None, ct=None, facts=None, nvidia_smi=None, model=None, explain=False, json=False,
+            inventory=None, set_=None):
+    """Show the plan the resolver makes for a target: engine, pins, flags, topology, fixes, with reasons."""
+    plan = plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_)
+    print(plan.to_json() if json else render(plan, decisions=explain), end="" if not json else "\n")
+
+
+ns = resolve
