@@ -13,7 +13,8 @@ from gpunode.resolve.trail import Trail
 # options the plan sets itself -> the inventory variable that changes them
 OWNED = {"model": "model_path", "served_model_name": "served_model_name", "host": "host", "port": "base_port",
          "mem_fraction": "mem_fraction", "context_length": "context_length", "tp": "tp",
-         "attention_backend": "attention_backend", "mamba_strategy": "mamba_strategy"}
+         "attention_backend": "attention_backend", "mamba_strategy": "mamba_strategy",
+         "kv_cache_bytes": "kv_cache_bytes", "max_num_seqs": "max_num_seqs"}
 
 
 def row(kb: KB, option: str, engine: str, version: str) -> FlagRow | None:
