@@ -53,7 +53,8 @@ class _Run:
     recap: TargetRecap
     pending: list[Pending] = field(default_factory=list)
     notifiers: dict[Pending, list[str]] = field(default_factory=dict)
-    changed_something: bool = False
+    changed_something: bool = False  # since this role's steps were last probed
+    stale: bool = False  # anything changed since the first batched probe
     stopped: str = ""  # why later steps are skipped, once something failed
     steps_reported: int = 0
 
@@ -115,10 +116,11 @@ class _Run:
 
     def apply(self, plans: list[list[Outcome | BaseException]]) -> None:
         for role, row in zip(self.roles, plans, strict=True):
-            if self.changed_something and not self.stopped:
+            if self.stale and not self.stopped:
                 # Earlier roles changed the target (and their handlers ran): what this role's
                 # steps saw in the first probe may be stale, even for steps that were no-ops then
-                # (a restarted server is no longer "answering"). One batch re-probes them all.
+                # (a restarted server is no longer "answering"). One batch re-probes them all;
+                # every later role too, since the first probe is older still for them.
                 row = self._replan(role)
                 self.changed_something = False
             for step, outcome in zip(role.steps, row, strict=True):
@@ -147,7 +149,7 @@ class _Run:
                 journal.update(self.target, self.state_dir, self.owner.run_id, pending=self.pending)
             for name in step.notify:
                 self.notifiers.setdefault((role.name, name), []).append(step.id)
-            self.changed_something = True
+            self.changed_something = self.stale = True
             step.apply(self.target)
             entry = Entry(self.owner.run_id, self._by(), role.name, "step", step.id, outcome.summary)
             journal.update(self.target, self.state_dir, self.owner.run_id, entries=[entry])
@@ -202,7 +204,7 @@ class _Run:
                     self.event("handler", role.name, name, FAILED, _message(exc), started)
                     continue
                 done.append(key)
-                self.changed_something = True
+                self.changed_something = self.stale = True
                 entries.append(Entry(self.owner.run_id, self._by(), role.name, "handler", name, f"ran ({why})"))
                 self.event("handler", role.name, name, CHANGED, f"ran ({why})", started)
         finally:
