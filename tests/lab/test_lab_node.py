@@ -128,7 +128,8 @@ def test_apt_works_offline_from_the_local_repository(host_transport):
     gpu = PctTransport(host_transport, paths.CT_GPU, pct=PCT, host_name="lab")
     assert "file:/mnt/lab/apt" in gpu.run(["cat", "/etc/apt/sources.list.d/gpunode-lab.list"], check=True).stdout
     gpu.run(["apt-get", "update", "-q"], check=True, timeout=120)
-    sim = gpu.run(["apt-get", "install", "-s", "-y", "hello", "python3-venv", "python3-pip", "libnuma1",
+    # --reinstall: other tests may have installed some of these in 201 already.
+    sim = gpu.run(["apt-get", "install", "-s", "-y", "--reinstall", "hello", "python3-venv", "python3-pip", "libnuma1",
                    "ca-certificates", "curl", "jq"], check=True)
     assert "Inst python3-venv" in sim.stdout and "Inst hello" in sim.stdout
     try:
