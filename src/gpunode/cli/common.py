@@ -13,6 +13,7 @@ from invoke import task as invoke_task
 
 from gpunode import inventory
 from gpunode.errors import GpunodeError, InventoryError
+from gpunode.secrets import redact, register_vars
 
 DEFAULT_INVENTORY = "inventory"
 
@@ -30,7 +31,7 @@ def task(*args: Any, **kwargs: Any):
             try:
                 return fn(*a, **kw)
             except GpunodeError as exc:
-                raise Exit(f"error: {exc}", code=2) from None
+                raise Exit(redact(f"error: {exc}"), code=2) from None
             except KeyboardInterrupt:
                 raise Exit("interrupted; re-running is safe and resumes where this run stopped", code=130) from None
 
@@ -68,6 +69,14 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
     from gpunode import roles
 
     defaults = roles.defaults()
+    for h in inv.hosts.values():
+        register_vars(h.vars)
+        for c in h.containers.values():
+            register_vars(c.vars)
+    register_vars(inv.top_vars)
+    for v in (*inv.group_vars.values(), *inv.host_vars_files.values()):
+        register_vars(v)
+    register_vars(overrides)
     if group:
         if host or ct:
             raise InventoryError("give either --group or --host/--ct, not both",

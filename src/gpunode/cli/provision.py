@@ -12,6 +12,7 @@ from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
 from gpunode.cli.progress import ByteProgress
 from gpunode.cli.session import Session
 from gpunode.report import HumanReport, JsonLines
+from gpunode.secrets import redact
 
 HELP = {
     "host": "inventory host (a Proxmox host, or a plain SSH host)",
@@ -38,7 +39,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     targets = select_targets(inv, host, ct, group, parse_sets(set_))
     check = check or bool(facts)
     console = Console(stderr=json)
-    sink = JsonLines(sys.stdout) if json else HumanReport(console)
+    sink = JsonLines(sys.stdout, redact=redact) if json else HumanReport(console, redact=redact)
     bar = ByteProgress(console) if not json else None
     with Session() as session:
         jobs = []
