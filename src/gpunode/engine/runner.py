@@ -115,6 +115,8 @@ class _Run:
     # -- apply -------------------------------------------------------------------
 
     def apply(self, plans: list[list[Outcome | BaseException]]) -> None:
+        if self._refuse(plans):
+            return
         for role, row in zip(self.roles, plans, strict=True):
             if self.stale and not self.stopped:
                 # Earlier roles changed the target (and their handlers ran): what this role's
@@ -130,6 +132,26 @@ class _Run:
                 self._apply_step(role, step, outcome)
             self._fire(role, self._due(role))
         self._report_foreign(would=False)
+
+    def _refuse(self, plans: list[list[Outcome | BaseException]]) -> bool:
+        """A check that refused (a model too big for /dev/shm, a masked unit, a folder where a
+        file must go) is not something the steps before it fix: stop before changing anything,
+        not after minutes of installs. True when a check refused."""
+        first = next((step.title for role, row in zip(self.roles, plans, strict=True)
+                      for step, outcome in zip(role.steps, row, strict=True)
+                      if isinstance(outcome, BaseException)), None)
+        if first is None:
+            return False
+        self.stopped = f"not run: {first} refused, so nothing was changed"
+        for role, row in zip(self.roles, plans, strict=True):
+            for step, outcome in zip(role.steps, row, strict=True):
+                if isinstance(outcome, BaseException):
+                    self.event("step", role.name, step.title, FAILED, _message(outcome), time.monotonic())
+                else:
+                    self.event("step", role.name, step.title, SKIPPED, self.stopped, time.monotonic())
+            self._fire(role, self._due(role))  # handlers pending from earlier runs stay pending
+        self._report_foreign(would=False)
+        return True
 
     def _apply_step(self, role: RolePlan, step: Step, outcome: Outcome | BaseException) -> None:
         started = time.monotonic()
