@@ -52,14 +52,19 @@ def load_inventory(given: str | None) -> inventory.Inventory:
     return inventory.load(inventory_path(given))
 
 
+# Versions stay text: YAML would read python=3.10 as the number 3.1.
+VERSION_KEYS = ("python", "engine_version")
+
+
 def parse_sets(sets: list[str] | None) -> dict[str, Any]:
-    """--set key=value (value read as YAML, so 0.85, true, [1, 2] keep their types)."""
+    """--set key=value (value read as YAML, so 0.85, true, [1, 2] keep their types; versions stay text)."""
     out: dict[str, Any] = {}
     for item in sets or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InventoryError(f"--set {item!r} is not key=value", hint="e.g. --set mem_fraction=0.85")
-        out[key.strip()] = yaml.safe_load(value) if value else ""
+        key = key.strip()
+        out[key] = value.strip() if key in VERSION_KEYS else (yaml.safe_load(value) if value else "")
     return out
 
 
