@@ -2,44 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from gpunode.engine import RolePlan
 from gpunode.roles.context import RoleContext
+from gpunode.roles.engine.verify import verify_commands
 from gpunode.steps.venv import Venv
-
-_VERSIONS = """
-import importlib.metadata as md, json, sys
-want = json.loads(sys.argv[1])
-bad = {}
-for name, version in want.items():
-    try:
-        got = md.version(name)
-    except md.PackageNotFoundError:
-        got = None
-    if got != version:
-        bad[name] = {"want": version, "got": got}
-if bad:
-    sys.exit("installed versions differ from the pin set: " + json.dumps(bad))
-"""
-
-_TORCH = """
-import sys, torch
-want = sys.argv[1]
-got = torch.version.cuda or "cpu"
-if want != "any" and not got.startswith(want):
-    sys.exit(f"torch {torch.__version__} is built for CUDA {got}, the plan needs {want}")
-"""
-
-
-def pins(requirements: list[str]) -> dict[str, str]:
-    """name -> exact version for requirements pinned with ==."""
-    out = {}
-    for req in requirements:
-        name, sep, version = req.partition("==")
-        if sep:
-            out[name.split("[")[0].strip()] = version.split(";")[0].strip()
-    return out
 
 
 def actions(ctx: RoleContext, phase: str, kind: str) -> list[dict]:
@@ -48,24 +14,6 @@ def actions(ctx: RoleContext, phase: str, kind: str) -> list[dict]:
 
 def _packages(value) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
-
-
-def verify_commands(ctx: RoleContext, requirements: list[str]) -> list[list[str]]:
-    plan = ctx.plan
-    cmds = [["python", "-c", _VERSIONS, json.dumps(pins(requirements))]]
-    torch_cuda = "cpu" if plan.engine == "vllm-cpu" else (plan.toolkit.nvcc or "any").split(".")[0]
-    cmds.append(["python", "-c", _TORCH, torch_cuda])
-    gpu_ready = bool(ctx.facts.gpus) and ctx.facts.system.libcuda
-    if plan.engine == "vllm-cpu":
-        cmds.append(["python", "-c", "import vllm.entrypoints.openai.api_server"])
-    elif gpu_ready:
-        module = {"sglang": "sglang.srt.entrypoints.http_server"}.get(plan.engine, "vllm.entrypoints.openai.api_server")
-        cmds.append(["python", "-c", f"import {module}"])
-        cmds.append(["python", "-m", "pip", "check"])
-    else:
-        # No driver here: the kernel packages cannot load; pip check still proves the set is consistent.
-        cmds.append(["python", "-m", "pip", "check"])
-    return cmds
 
 
 def interpreter(version: str) -> str:
