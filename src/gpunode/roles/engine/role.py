@@ -29,6 +29,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     requirements = [p.requirement for p in plan.packages]
     for action in actions(ctx, "install", "pip_install"):
         requirements += _packages(action["packages"])
+    requirements = list(dict.fromkeys(requirements))  # pip-nvcc repeats pins that CUDA 13 pin sets already list
     replace = [p for a in actions(ctx, "before_install", "pip_uninstall") for p in _packages(a["packages"])]
     remove = [p for a in actions(ctx, "after_install", "pip_uninstall") for p in _packages(a["packages"])]
     installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
