@@ -81,13 +81,36 @@ class Sh:
     err: str
 
 
-class FreshContainer:
+class Attached:
+    """Commands in a lab container through lxc-attach on the host: outside the connections of
+    the run under test, so a cut or a kill of that run never touches them."""
+
+    def __init__(self, vmid: int):
+        self.vmid = vmid
+
+    def sh(self, script: str, *args: str, check: bool = True, timeout: float = 120, input: str | None = None) -> Sh:
+        """`sh -c script` in the container with a clean environment."""
+        argv = ["lxc-attach", "-P", str(paths.LXC_PATH), "-n", str(self.vmid), "--clear-env", "--",
+                "env", f"PATH={CT_PATH}", "HOME=/root", "LC_ALL=C.UTF-8", "sh", "-c", script, "sh", *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, input=input,
+                              stdin=None if input is not None else subprocess.DEVNULL)
+        result = Sh(proc.returncode, proc.stdout, proc.stderr)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"in container {self.vmid}: `{script.strip()[:200]}` exited {proc.returncode}:\n"
+                                 f"{proc.stderr[-2000:]}{proc.stdout[-2000:]}")
+        return result
+
+    def exists(self, path: str) -> bool:
+        return self.sh('[ -e "$1" ]', path, check=False).rc == 0
+
+
+class FreshContainer(Attached):
     """A new LXC container of the lab (not one of 200-202): created, started, removed by close()."""
 
     def __init__(self, vmid: int, memory_mb: int, hostname: str):
+        super().__init__(vmid)
         cores = max(1, min(2, os.cpu_count() or 1))
         self.ct = containers.Container(vmid, "cpu", hostname, memory_mb, True, cores, 0, containers.SHARES)
-        self.vmid = vmid
 
     def start(self) -> FreshContainer:
         containers.remove(self.ct)
@@ -98,19 +121,11 @@ class FreshContainer:
     def close(self) -> None:
         containers.remove(self.ct)
 
-    def sh(self, script: str, *args: str, check: bool = True, timeout: float = 120) -> Sh:
-        """`sh -c script` in the container with a clean environment."""
-        argv = ["lxc-attach", "-P", str(paths.LXC_PATH), "-n", str(self.vmid), "--clear-env", "--",
-                "env", f"PATH={CT_PATH}", "HOME=/root", "LC_ALL=C.UTF-8", "sh", "-c", script, "sh", *args]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
-        result = Sh(proc.returncode, proc.stdout, proc.stderr)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"in container {self.vmid}: `{script.strip()[:200]}` exited {proc.returncode}:\n"
-                                 f"{proc.stderr[-2000:]}{proc.stdout[-2000:]}")
-        return result
-
-    def exists(self, path: str) -> bool:
-        return self.sh('[ -e "$1" ]', path, check=False).rc == 0
+    def root(self) -> Path:
+        """The container's / seen from the host (through its init process), for fast polling."""
+        pid = containers.init_pid(self.ct)
+        assert pid is not None, f"container {self.vmid} is not running"
+        return Path(f"/proc/{pid}/root")
 
 
 def snapshot(sh: Callable[..., Sh], dirs: list[str] = WATCHED) -> str:
