@@ -1,0 +1,90 @@
+"""inv onboard: bring a container in through the Proxmox API, then list it in the inventory."""
+
+from __future__ import annotations
+
+from gpunode.cli.common import load_inventory, task
+from gpunode.errors import InventoryError
+
+HELP = {
+    "host": "inventory host (the Proxmox node, reached over SSH for its /dev/nvidia* list)",
+    "ct": "container vmid to create or update",
+    "gpus": "GPU indices to pass through, e.g. 0,1,2,3 (devN entries for existing device nodes)",
+    "template": "OS template for a new container (storage:vztmpl/file)",
+    "memory": "memory in MiB (weights staged in /dev/shm count against it)",
+    "swap": "swap in MiB",
+    "cores": "CPU cores (default: not limited)",
+    "mount": "host:ct[:rw] bind mount, e.g. /srv/models:/mnt/models (repeatable; read-only unless :rw)",
+    "hostname": "container hostname (default gpunode-<vmid>)",
+    "rootfs": "root disk as storage:GiB for a new container",
+    "adopt": "take over an existing container whose hostname differs",
+    "check": "print the plan; change nothing",
+    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "timeout": "seconds to wait for each Proxmox task",
+}
+
+
+def parse_mount(text: str):
+    from gpunode.pve.containers import MountPoint
+
+    parts = text.split(":")
+    if len(parts) not in (2, 3) or not all(p.startswith("/") for p in parts[:2]) or parts[2:] not in ([], ["rw"]):
+        raise InventoryError(f"--mount {text!r} is not host:ct[:rw] with absolute paths",
+                             hint="e.g. --mount /srv/models:/mnt/models")
+    return MountPoint(parts[0], parts[1], ro=parts[2:] != ["rw"])
+
+
+def parse_gpus(text: str | None) -> list[int]:
+    if not text:
+        return []
+    try:
+        return sorted({int(g) for g in str(text).split(",") if g.strip()})
+    except ValueError:
+        raise InventoryError(f"--gpus {text!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3") from None
+
+
+@task(iterable=["mount"], help=HELP)
+def onboard(c, host, ct, gpus=None, template=None, memory=16384, swap=0, cores=None, mount=None, hostname=None,
+            rootfs=None, adopt=False, check=False, inventory=None, timeout=600):
+    """Create or update an LXC container through the Proxmox API (GPUs, mounts, memory), start it, list it."""
+    from gpunode import inventory_edit
+    from gpunode.cli.session import Session
+    from gpunode.pve import containers, devices
+    from gpunode.pve.client import PveClient, settings_from_vars
+
+    inv = load_inventory(inventory)
+    h = inv.host(host)
+    vmid = int(ct)
+    settings = settings_from_vars(h.name, h.address, inv.target(host).vars)
+    node = h.node or h.name
+    gpu_list = parse_gpus(gpus)
+    devs: list[str] = []
+    if gpu_list:
+        with Session() as session:
+            listing = session.host_transport(h).script(devices.PROBE, what="listing /dev/nvidia*")
+        devs = devices.passthrough(devices.parse_ls(listing.stdout), gpu_list, host=h.name)
+    desired = containers.Desired(
+        vmid=vmid, hostname=hostname or f"gpunode-{vmid}", memory=int(memory), swap=int(swap),
+        cores=int(cores) if cores else None, mounts=tuple(parse_mount(m) for m in mount or []),
+        devices=tuple(devs), **({"template": template} if template else {}), **({"rootfs": rootfs} if rootfs else {}))
+    client = PveClient(settings)
+    plan = containers.plan(client, node, desired, adopt=bool(adopt))
+    inv_file = inventory_edit.inventory_file(inv.source)
+    listed = vmid in h.containers
+    for line in plan.lines():
+        print(line)
+    print(f"inventory {inv_file}: " + (f"{host}/{vmid} already listed" if listed
+                                      else f"add {host}/{vmid}" + (f" with gpus {gpu_list}" if gpu_list else "")))
+    if check:
+        print("check mode: nothing was changed")
+        return
+    notes = containers.apply(client, plan, progress=lambda line: print(f"  task: {line}"), timeout=float(timeout))
+    for note in notes:
+        print(f"note: {note}")
+    if not listed:
+        inventory_edit.add_container_file(inv_file, host, vmid, gpu_list or None)
+    done = "created" if plan.create else "updated" if plan.set or plan.delete else "unchanged"
+    print(f"{host}/{vmid}: {done}, running" + ("" if listed else f"; added to {inv_file}") +
+          f" ({client.calls} API calls)")
+
+
+ns = onboard
