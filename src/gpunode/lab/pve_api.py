@@ -197,6 +197,7 @@ class Api:
         self.tokens = tokens  # "user@realm!tokenid" -> secret
         self.tasks = Tasks()
         self.ct_lock = threading.Lock()  # PVE's lock_config, simplified to one lock for all CTs
+        self.requests: list[tuple[str, str, dict[str, str]]] = []  # what clients asked, for tests to read
 
     def route(self, method: str, parts: list[str], param: dict[str, str], user: str) -> Any:
         if parts == ["nodes"] and method == "GET":
@@ -360,6 +361,7 @@ class Handler(BaseHTTPRequestHandler):
             self._answer(501, {"data": None}, "Unknown format")
             return
         parts = [unquote(p) for p in url.path[len("/api2/json/"):].strip("/").split("/")]
+        self.server.api.requests.append((method, "/".join(parts), dict(param)))
         try:
             data = self.server.api.route(method, parts, param, user)
         except Die as exc:
