@@ -163,7 +163,7 @@ class Tasks:
             self.next_pid += 1
             upid = (f"UPID:{paths.NODE}:{self.next_pid:08X}:{self.pstart:08X}:{int(time.time()):08X}:"
                     f"{ttype}:{vmid}:{user}:")
-            task = {"status": "running", "log": [], "type": ttype, "id": vmid, "user": user,
+            task: dict[str, Any] = {"status": "running", "log": [], "type": ttype, "id": vmid, "user": user,
                     "pid": self.next_pid, "pstart": self.pstart, "starttime": int(time.time())}
             self.tasks[upid] = task
 
@@ -213,11 +213,11 @@ class Api:
         if len(rest) >= 2 and rest[0] == "tasks":
             task = self.tasks.get(rest[1])
             if rest[2:] == ["status"]:
-                out = {k: task[k] for k in ("status", "type", "id", "user", "pid", "pstart", "starttime")}
-                out.update(upid=rest[1], node=paths.NODE)
+                answer = {k: task[k] for k in ("status", "type", "id", "user", "pid", "pstart", "starttime")}
+                answer.update(upid=rest[1], node=paths.NODE)
                 if task["status"] == "stopped":
-                    out["exitstatus"] = task["exitstatus"]
-                return out
+                    answer["exitstatus"] = task["exitstatus"]
+                return answer
             if rest[2:] == ["log"]:
                 start, limit = int(param.get("start", 0)), int(param.get("limit", 50))
                 lines = list(task["log"])

@@ -171,8 +171,8 @@ def plan_update(conf: dict[str, Any], running: bool, d: Desired, node: str, adop
             slot = _free(used_dev, 256)
             plan.set[f"dev{slot}"] = path
             plan.old[f"dev{slot}"] = None
-    for path, i in sorted(by_path.items(), key=lambda kv: kv[1]):
-        if path and path.startswith("/dev/nvidia") and path not in d.devices:
+    for dev_path, i in sorted(by_path.items(), key=lambda kv: kv[1]):
+        if dev_path and dev_path.startswith("/dev/nvidia") and dev_path not in d.devices:
             plan.delete.append(f"dev{i}")
             plan.old[f"dev{i}"] = str(devs[i])
     plan.start = not running
