@@ -39,7 +39,8 @@ def test_host_without_containers_gets_the_key(tmp_path):
 def test_empty_flow_mapping_becomes_a_block():
     text = "hosts:\n  pve1:\n    containers: {}   # none yet\n    port: 22\n"
     new = add_container(text, "x.yml", "pve1", 240, None)
-    assert new == "hosts:\n  pve1:\n    containers:    # none yet\n      240: {}  # added by inv onboard\n    port: 22\n"
+    assert new == ("hosts:\n  pve1:\n    containers:    # none yet\n"
+                   "      240: {}  # added by inv onboard\n    port: 22\n")
 
 
 def test_flow_style_is_refused_and_the_file_stays(tmp_path):
