@@ -73,10 +73,11 @@ module, driver = sys.argv[1], sys.argv[2] == "driver"
 try:
     importlib.import_module(module)
 except Exception as exc:
-    text = f"{type(exc).__name__}: {exc}"
-    if driver or "libcuda.so" not in text:
+    lines = [x.strip(" -") for x in str(exc).splitlines() if "libcuda.so" in x]
+    if driver or not lines:
         raise
-    print(f"import {module} stopped at the missing GPU driver: {text.strip().splitlines()[0]}")
+    line = lines[0]
+    print(f"import {module} stopped at the missing GPU driver ({type(exc).__name__}): {line}")
 else:
     print(f"import {module}: ok")
 """
