@@ -27,10 +27,13 @@ echo "@@section python"
 # process start on every no-op run.
 [ -x "$v/bin/python" ] && sed -n 's/^version\(_info\)\{0,1\} *= *\([0-9]*\.[0-9]*\).*/\2/p' "$v/pyvenv.cfg" 2>/dev/null
 echo "@@section manifest"; cat "$v/gpunode-lock.json" 2>/dev/null || true
-echo "@@section listing"; ls "$v"/lib/python3*/site-packages 2>/dev/null | LC_ALL=C sort | sha256sum | cut -c1-16
+echo "@@section listing"
+ls "$v"/lib/python3*/site-packages 2>/dev/null | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16
 """
 
-_LISTING = 'ls "$1"/lib/python3*/site-packages | LC_ALL=C sort | sha256sum | cut -c1-16'
+# The same listing as the probe's. __pycache__ is left out: the first import of a top-level
+# module (typing_extensions.py) by the running server creates it after the verification.
+_LISTING = 'ls "$1"/lib/python3*/site-packages | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16'
 
 
 @dataclass
