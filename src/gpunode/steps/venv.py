@@ -126,7 +126,8 @@ class Venv(Step):
     def _pip(self, verb: str, *args: str) -> list[str]:
         py = f"{self.path}/bin/python"
         if self.installer == "uv":
-            extra = ["--python", py] + (["--offline"] if self.no_index else [])
+            # From a wheelhouse, uv's cache would only duplicate it (GBs for a CUDA stack).
+            extra = ["--python", py] + (["--offline", "--no-cache"] if self.no_index else [])
             return ["uv", "pip", verb, *extra, *args]
         if verb == "uninstall":
             return [py, "-m", "pip", "uninstall", "-y", "--disable-pip-version-check", *args]
