@@ -1,8 +1,8 @@
 """What the `inv provision` end-to-end lab tests share (tests/lab/test_provision_*.py).
 
 - `FreshContainer`: a container of the test's own (vmid, memory) made from the lab's base rootfs,
-  started with systemd, removed afterwards; `sh()` runs a script in it through lxc-attach,
-  outside the connections of the run under test.
+  started with systemd, removed afterwards; `sh()` (from `Attached`) runs a script in it through
+  lxc-attach, outside the connections of the run under test.
 - `write_inventory`: a temporary inventory with the lab host of inventory/hosts.yml and only
   the containers a test names.
 - `provision`: the real CLI (`inv provision --json ...`) as a subprocess; JSON events are read
@@ -132,6 +132,12 @@ def snapshot(sh: Callable[..., Sh], dirs: list[str] = WATCHED) -> str:
     return sh(SNAPSHOT, *dirs).out
 
 
+def stray_temp_files(box: Attached) -> list[str]:
+    """Temp files of gpunode's atomic writes (transport write_file) left next to their targets."""
+    return box.sh("find /etc /usr/local /opt /var/lib/gpunode -xdev -name '.gpunode.*' 2>/dev/null; true",
+                  ).out.split()
+
+
 # -- inventory ----------------------------------------------------------------------------------
 
 def lab_host() -> dict[str, Any]:
@@ -162,7 +168,6 @@ class CliRun:
     stdout_other: list[str]
     stderr: str
     seconds: float
-    killed: bool = False
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("type") == kind]

@@ -46,6 +46,7 @@ from tests.lab.provision_helpers import (
     require_shares,
     restarted,
     staged,
+    stray_temp_files,
     units,
     write_inventory,
 )
@@ -135,6 +136,7 @@ def test_1_a_cut_during_the_engine_venv_install_fails_cleanly(box, inventory, pl
     after = run.events[run.events.index(failed) + 1:]
     assert {e["status"] for e in after if e["type"] == "step"} == {"skipped"}
     assert not box.exists(f"{plan['venv']}/gpunode-lock.json"), "an unfinished venv has a lock manifest"
+    assert stray_temp_files(box) == []
     print(f"\ncut after {run.seconds:.1f} s (sshd sessions {cut}); the cut run's uv still runs: "
           f"{installing_for(0)}")
 
@@ -227,6 +229,7 @@ def test_6_killed_after_a_unit_file_changed_the_rerun_fires_the_restart_it_had_r
         assert run.event(f"restart:{unit}")["reason"] == f"ran (notified by file:{UNIT_DIR}/{unit})"
     assert restarted(before, units(box, every_unit(plan))) == set(servers(plan))
     assert not box.exists("/var/lib/gpunode/handlers.pending")
+    assert stray_temp_files(box) == [], "the killed run left temp files of a half-done write"
     assert "--max-num-seqs 16 " in cmdline(box, first) + " "
     for port in ports(plan):
         complete(box, port)
