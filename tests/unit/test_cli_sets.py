@@ -21,3 +21,15 @@ def test_a_python_version_with_a_trailing_zero_is_not_read_as_a_number():
 def test_an_item_without_a_value_is_refused():
     with pytest.raises(InventoryError, match="is not key=value"):
         parse_sets(["python"])
+
+
+def test_a_python_version_that_yaml_turned_into_a_number_is_refused():
+    import pytest
+
+    from gpunode.errors import InventoryError
+    from gpunode.resolve.choices import from_vars
+
+    with pytest.raises(InventoryError, match=r"python=3.1 is a number") as err:
+        from_vars({"python": 3.1})
+    assert 'python: "3.10"' in err.value.hint
+    assert from_vars({"python": "3.10"}).python == "3.10"

@@ -83,6 +83,10 @@ def from_vars(variables: dict[str, Any]) -> Choices:
         if key in v:
             kw[key] = _str(key, v[key])
     if "python" in v:
+        if isinstance(v["python"], float):
+            # YAML reads `python: 3.10` as the number 3.1: refuse rather than guess.
+            raise InventoryError(f"variable python={v['python']!r} is a number; YAML turned the version into one",
+                                 hint="quote it in the inventory: python: \"3.10\"")
         kw["python"] = _str("python", v["python"])
     if "mem_fraction" in v:
         f = v["mem_fraction"]
