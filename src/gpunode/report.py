@@ -113,6 +113,11 @@ class JsonLines:
                 data[key] = self.redact(data[key])
         self._write(data)
 
+    def plan(self, target: str, plan: dict[str, Any]) -> None:
+        """The resolved plan of a target (schema gpunode.plan/1), before its steps run."""
+        text = self.redact(json.dumps(plan, ensure_ascii=False))
+        self._write({"v": SCHEMA_VERSION, "type": "plan", "target": target, "plan": json.loads(text)})
+
     def finish(self, recaps: Sequence[TargetRecap]) -> None:
         self._write(recap_event(recaps, redact=self.redact))
 

@@ -46,7 +46,9 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
         for target in targets:
             jobs.append(pipeline.prepare(target, session.transport(target), only=only, progress=bar,
                                          facts_dir=Path(facts) if facts else None))
-            if check and not json:
+            if json:
+                sink.plan(target.name, jobs[-1].plan.to_dict())
+            elif check:
                 from gpunode.resolve.explain import render
 
                 console.print(f"[bold]{target.name}[/bold]: plan")
