@@ -32,10 +32,12 @@ def _summary(st: dict) -> str:
     return "\n".join(lines)
 
 
-@task(help={"gpu_shape": "recorded nvidia-smi shape replayed in container 201 (tests/data/nvidia-smi/<shape>)"})
-def up(c, gpu_shape=paths.DEFAULT_GPU_SHAPE):
+@task(help={"gpu_shape": "recorded nvidia-smi shape replayed in container 201 (tests/data/nvidia-smi/<shape>)",
+            "cpu_profile": "prepare the cpu profile's wheelhouse and tiny model (needs PyPI the first time); "
+                           "--no-cpu-profile skips it"})
+def up(c, gpu_shape=paths.DEFAULT_GPU_SHAPE, cpu_profile=True):
     """Bring the lab up: sshd on 127.0.0.1:2222, containers 200/201 running, 202 stopped, pct stand-in."""
-    st = node.up(gpu_shape, progress=_progress)
+    st = node.up(gpu_shape, progress=_progress, cpu_profile_files=cpu_profile)
     print(_summary(st))
 
 

@@ -174,8 +174,13 @@ def _install_nvidia_smi(ct: containers.Container) -> None:
 
 # -- the API -------------------------------------------------------------------------------------
 
-def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = None) -> dict[str, Any]:
-    """Bring the lab up (idempotent) and return status()."""
+def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = None,
+       cpu_profile_files: bool = True) -> dict[str, Any]:
+    """Bring the lab up (idempotent) and return status().
+
+    cpu_profile_files=False skips the cpu profile's wheelhouse and model (they need
+    PyPI on the first run): for a lab used for the gpu profile only, or offline.
+    """
     started = time.monotonic()
     shape_dir = find_shape(gpu_shape)
     if shape_dir is None and gpu_shape != paths.DEFAULT_GPU_SHAPE:
@@ -218,7 +223,8 @@ def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = Non
                 _install_nvidia_smi(ct)
         restart = sshd.ensure_files()
         sshd.start(progress, restart=restart)
-        cpu_profile.prepare(progress)
+        if cpu_profile_files:
+            cpu_profile.prepare(progress)
         took = time.monotonic() - started
         record = {"gpu_shape": gpu_shape, "gpu_recording": shape_dir is not None,
                   "shape_dir": str(shape_dir) if shape_dir else None, "last_up_seconds": round(took, 2)}
