@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import containers, nvidia_smi_standin, paths
+from gpunode.lab import containers, nvidia_smi_standin, paths, pct_transfer
 from gpunode.lab import pct_standin as pct
 
 
@@ -121,11 +121,11 @@ def test_unknown_and_unimplemented_commands(capsys):
 
 
 def test_push_perms_parse_like_pct():
-    assert pct.parse_perms("644") == 0o644
-    assert pct.parse_perms("0755") == 0o755
-    assert pct.parse_perms("0x1ff") == 0o777
+    assert pct_transfer.parse_perms("644") == 0o644
+    assert pct_transfer.parse_perms("0755") == 0o755
+    assert pct_transfer.parse_perms("0x1ff") == 0o777
     with pytest.raises(pct.Die, match="invalid mode"):
-        pct.parse_perms("rw")
+        pct_transfer.parse_perms("rw")
 
 
 # -- nvidia-smi replay ----------------------------------------------------------------------------

@@ -139,7 +139,8 @@ def _sync_shape(name: str, shape_dir: Path | None, progress: Progress | None) ->
 PCT_LAUNCHER = f"""\
 #!/usr/bin/python3 -IS
 # STAND-IN for Proxmox VE's `pct`, installed by the gpunode lab (it is NOT Proxmox).
-# The program is {paths.PCT_LIB}/gpunode_pct_standin.py, a copy of gpunode/lab/pct_standin.py,
+# The program is {paths.PCT_LIB}/gpunode_pct_standin.py (+ gpunode_pct_transfer.py for push/pull),
+# copies of gpunode/lab/pct_standin.py and pct_transfer.py,
 # byte-compiled there so that each call skips compiling it (start-up is most of its cost).
 import sys
 
@@ -151,15 +152,18 @@ sys.exit(gpunode_pct_standin.main(sys.argv[1:]))
 
 
 def _install_standins(progress: Progress | None) -> None:
-    module = paths.PCT_LIB / "gpunode_pct_standin.py"
-    changed = write_text(module, Path(__file__).with_name("pct_standin.py").read_text())
-    cached = list((paths.PCT_LIB / "__pycache__").glob("gpunode_pct_standin.*.pyc"))
-    if changed or not cached:
-        for old in cached:
-            old.unlink()
-        # Compiled by the interpreter that runs it, so the cache matches its version.
-        host_run(["/usr/bin/python3", "-I", "-m", "py_compile", str(module)],
-                 what="byte-compiling the pct stand-in", hint="the lab needs /usr/bin/python3 (Debian's python3)")
+    here = Path(__file__).parent
+    changed = False
+    for part in ("pct_standin", "pct_transfer"):
+        module = paths.PCT_LIB / f"gpunode_{part}.py"
+        if write_text(module, (here / f"{part}.py").read_text()) or not list(
+                (paths.PCT_LIB / "__pycache__").glob(f"gpunode_{part}.*.pyc")):
+            changed = True
+            for old in (paths.PCT_LIB / "__pycache__").glob(f"gpunode_{part}.*.pyc"):
+                old.unlink()
+            # Compiled by the interpreter that runs it, so the cache matches its version.
+            host_run(["/usr/bin/python3", "-I", "-m", "py_compile", str(module)],
+                     what="byte-compiling the pct stand-in", hint="the lab needs /usr/bin/python3 (Debian's python3)")
     if write_text(paths.PCT, PCT_LAUNCHER, 0o755) or changed:
         say(progress, f"pct stand-in: installed at {paths.PCT}")
 
