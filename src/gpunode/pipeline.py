@@ -76,7 +76,7 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
                needed_names)
 
 
-def check_dependencies(job: Job, emit: Emit) -> None:
+def check_dependencies(job: Job) -> None:
     """--only: the roles it depends on must already be in place (a check run finds nothing to do)."""
     if not job.needed:
         return
@@ -101,7 +101,7 @@ def provision(jobs: Sequence[Job], *, check: bool = False, diff: bool = False, e
               forks: int = 4) -> list[TargetRecap]:
     for job in jobs:
         if not check:
-            check_dependencies(job, emit)
+            check_dependencies(job)
     if len(jobs) == 1:
         return [run_target(jobs[0].transport, jobs[0].roles, check=check, diff=diff, emit=emit)]
     return run_targets([(j.transport, j.roles) for j in jobs], forks=forks, check=check, diff=diff, emit=emit)
