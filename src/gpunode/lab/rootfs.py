@@ -27,7 +27,7 @@ BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "procps")
 # In the local apt repository, with their dependency closure relative to the base.
 REPO_PACKAGES = ("hello", "python3-venv", "python3-pip", "libnuma1", "ca-certificates", "curl", "jq")
 # Bump when the customisation below changes: the base (and the containers) are rebuilt.
-BASE_REVISION = 1
+BASE_REVISION = 2
 
 LAB_SOURCE = "deb [trusted=yes] file:/mnt/lab/apt ./\n"
 APT_CONF = (
@@ -41,9 +41,21 @@ MASKED_UNITS = ("ssh.service", "ssh.socket", "apt-daily.timer", "apt-daily-upgra
                 "apt-daily.service", "apt-daily-upgrade.service", "man-db.timer", "e2scrub_all.timer",
                 "fstrim.timer", "systemd-networkd-wait-online.service")
 
+# The Debian mirror the base is built from and the lab repository's packages are fetched
+# from. The lab writes this list itself: the template derives the security suite with
+# debian-distro-info and, where that is missing, writes the pre-bullseye form
+# (`bookworm/updates`), which has no Release file, so the package download failed on a
+# fresh machine.
+MIRROR = "http://deb.debian.org/debian"
+SECURITY_MIRROR = "http://deb.debian.org/debian-security"
+MIRROR_SOURCES = (
+    f"deb {MIRROR} {RELEASE} main\n"
+    f"deb {MIRROR} {RELEASE}-updates main\n"
+    f"deb {SECURITY_MIRROR} {RELEASE}-security main\n"
+)
+
 BASE_STAMP = paths.CACHE / "base.stamp"
 DEBS_STAMP = paths.CACHE / "debs.stamp"
-MIRROR_LIST = paths.CACHE / "mirror.list"
 
 
 def base_id() -> str:
@@ -79,7 +91,8 @@ def ensure_base(progress: Progress | None = None) -> bool:
     paths.CACHE_LXC_PATH.mkdir(parents=True, exist_ok=True)
     host_run(
         ["lxc-create", "-P", str(paths.CACHE_LXC_PATH), "-n", paths.BASE_NAME, "-t", "debian", "--",
-         "-r", RELEASE, "--packages=" + ",".join(BASE_PACKAGES)],
+         "-r", RELEASE, "--mirror=" + MIRROR, "--security-mirror=" + SECURITY_MIRROR,
+         "--packages=" + ",".join(BASE_PACKAGES)],
         env={"LXC_CACHE_PATH": str(paths.TEMPLATE_CACHE), "DEBIAN_FRONTEND": "noninteractive"},
         what="building the base rootfs (lxc-create -t debian)",
         hint="the first build needs the Debian mirror (apt-get update must work on this host); "
@@ -94,10 +107,7 @@ def ensure_base(progress: Progress | None = None) -> bool:
 
 def _customise(root: Path) -> None:
     """Make the template's rootfs a lab container: offline apt, no network units, lean boot."""
-    sources = root / "etc/apt/sources.list"
-    if sources.exists() and sources.read_text().strip():
-        write_text(MIRROR_LIST, sources.read_text())
-    sources.unlink(missing_ok=True)
+    (root / "etc/apt/sources.list").unlink(missing_ok=True)
     parts = root / "etc/apt/sources.list.d"
     parts.mkdir(parents=True, exist_ok=True)
     for old in parts.iterdir():
@@ -140,9 +150,6 @@ def ensure_debs(progress: Progress | None = None) -> bool:
     if debs_ready():
         say(progress, f"apt packages: cached ({len(list(paths.DEBS.glob('*.deb')))} .deb in {paths.DEBS})")
         return False
-    if not MIRROR_LIST.exists():
-        raise LabError("the base rootfs has no record of its Debian mirror", hint="run `inv lab.destroy`, "
-                       f"remove {paths.CACHE} and run `inv lab.up` to rebuild the cache")
     started = time.monotonic()
     say(progress, "apt packages: downloading " + ", ".join(REPO_PACKAGES)
         + " with their dependencies missing from the base")
@@ -157,7 +164,7 @@ def ensure_debs(progress: Progress | None = None) -> bool:
         d.mkdir(parents=True, exist_ok=True)
     for old in archives.glob("*.deb"):
         old.unlink()
-    shutil.copyfile(MIRROR_LIST, mirror)
+    mirror.write_text(MIRROR_SOURCES)
     if resolv.exists() or resolv.is_symlink():
         os.replace(resolv, resolv_saved)
     shutil.copyfile("/etc/resolv.conf", resolv)
