@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from gpunode import userfiles
 from gpunode.errors import InventoryError
 
 
@@ -50,10 +51,7 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 def load(path: Path) -> Any:
     """Parse one YAML file; syntax errors become InventoryError naming file and line."""
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InventoryError(f"cannot read {path}: {exc.strerror}", hint="check the path") from None
+    text = userfiles.read_text(path, what="YAML file")
     loader = _Loader(text)
     loader.name = str(path)
     try:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from gpunode import userfiles
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
 from gpunode.errors import FactError, InventoryError
 from gpunode.facts import gpu, snapshot
@@ -54,7 +55,7 @@ def local_model(path: str) -> Model:
 
     def text(name: str) -> str | None:
         p = folder / name
-        return p.read_text() if p.is_file() else None
+        return userfiles.read_text(p, what=name, error=FactError) if p.is_file() else None
 
     header = None
     single = folder / "model.safetensors"
@@ -70,10 +71,7 @@ def local_model(path: str) -> Model:
 
 
 def offline_facts(smi_file: str, model: str | None) -> Facts:
-    try:
-        text = Path(smi_file).read_text()
-    except OSError as exc:
-        raise FactError(f"cannot read {smi_file}: {exc.strerror}", hint="check the path") from None
+    text = userfiles.read_text(smi_file, what="nvidia-smi output", error=FactError)
     gpus, driver, problems = gpu.gpus_and_driver(text, text, text, None)
     if not gpus:
         raise FactError(f"{smi_file}: no GPU found in it", evidence="; ".join(problems),

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpunode import userfiles
 from gpunode.errors import FactError
 
 FORMAT = 1
@@ -76,7 +77,7 @@ def load(folder: Path) -> RawFacts:
             hint="pass a folder written by `inv facts --save DIR`",
         )
     try:
-        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        meta = json.loads(userfiles.read_text(meta_file, what="snapshot meta.json", error=FactError))
     except json.JSONDecodeError as exc:
         raise FactError(f"{meta_file} is not valid JSON: {exc}",
                         hint="restore the file from the saved snapshot or save a new one") from None
@@ -89,8 +90,8 @@ def load(folder: Path) -> RawFacts:
         name = path.stem
         if not re.fullmatch(r"[a-z0-9_]+", name):
             continue
-        with open(path, encoding="utf-8", newline="") as f:
-            sections[name] = Section(f.read(), int(rcs.get(name, 0)))
+        text = userfiles.read_text(path, what="snapshot section", error=FactError, exact=True)
+        sections[name] = Section(text, int(rcs.get(name, 0)))
     missing = sorted(set(rcs) - set(sections))
     if missing:
         raise FactError(f"{folder} lists sections without files: {', '.join(missing)}",
