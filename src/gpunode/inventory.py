@@ -68,6 +68,7 @@ class Target:
     host: Host
     container: Container | None
     vars: dict[str, Any]
+    origins: dict[str, str] = field(default_factory=dict)  # variable -> file:line, "--set" or "role defaults"
 
     @property
     def name(self) -> str:
@@ -114,7 +115,10 @@ class Inventory:
             if container.gpus is not None:
                 layers.append({"gpus": list(container.gpus)})
         layers.append(overrides or {})
-        return Target(host=h, container=container, vars=merge(*layers))
+        fallback = {0: "role defaults", len(layers) - 1: "--set"}
+        origins = {key: yamlsrc.where(layer, key, fallback.get(i, container.where if container else h.where))
+                   for i, layer in enumerate(layers) for key in layer}
+        return Target(host=h, container=container, vars=merge(*layers), origins=origins)
 
     def group_targets(self, group: str, overrides: dict[str, Any] | None = None,
                       defaults: dict[str, Any] | None = None) -> list[Target]:

@@ -70,7 +70,8 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
     facts = parse(raw)
     check_model(facts, target.name)
     plan = (resolve or default_resolve)(facts, v)
-    ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress)
+    ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress,
+                            origins=dict(target.origins))
     run_names, needed_names = roles.select(only)
     return Job(target, transport, facts, plan, roles.build(run_names, ctx), roles.build(needed_names, ctx),
                needed_names)

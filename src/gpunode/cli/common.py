@@ -72,6 +72,7 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
                    overrides: dict[str, Any]) -> list[inventory.Target]:
     """--host H [--ct N] or --group G -> targets, with every role's defaults as the lowest layer."""
     from gpunode import roles
+    from gpunode.roles import varspec
 
     defaults = roles.defaults()
     for h in inv.hosts.values():
@@ -86,8 +87,12 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
         if host or ct:
             raise InventoryError("give either --group or --host/--ct, not both",
                                  hint="--group G provisions every container of every host in G")
-        return inv.group_targets(group, overrides, defaults)
-    if not host:
+        targets = inv.group_targets(group, overrides, defaults)
+    elif not host:
         raise InventoryError("which target? pass --host H (and --ct N for a container) or --group G",
                              hint=f"hosts in {inv.source}: {', '.join(sorted(inv.hosts))}")
-    return [inv.target(host, int(ct) if ct not in (None, "") else None, overrides, defaults)]
+    else:
+        targets = [inv.target(host, int(ct) if ct not in (None, "") else None, overrides, defaults)]
+    for t in targets:  # once, after every layer: role defaults < inventory < --set
+        varspec.check(t.vars, t.origins, t.name)
+    return targets

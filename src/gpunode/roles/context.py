@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpunode.errors import InventoryError
@@ -17,6 +17,10 @@ class RoleContext:
     facts: Facts
     plan: Any  # gpunode.resolve.plan.Plan
     progress: Callable[[int, int, str], None] | None = None
+    origins: dict[str, str] = field(default_factory=dict)  # variable -> file:line, "--set" or "role defaults"
+
+    def where(self, name: str) -> str:
+        return self.origins.get(name, "the inventory or --set")
 
     def var(self, name: str) -> Any:
         if name not in self.vars:

@@ -1,7 +1,10 @@
 """Jinja2 rendering for file templates: StrictUndefined, and a "managed by gpunode" header.
 
 A missing variable is an error naming the template and the variable, never an
-empty string silently written into a config file.
+empty string silently written into a config file. Templates of systemd units and
+environment files (UNIT_SUFFIXES) print only values escaped by steps/unitfmt.py
+(UnitSafe) or whole numbers: a raw string there is refused, so no value can
+add a line or a setting to a unit.
 """
 
 from __future__ import annotations
@@ -14,17 +17,36 @@ from typing import Any
 import jinja2
 
 from gpunode.errors import StepError
+from gpunode.steps.unitfmt import UnitSafe
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+UNIT_SUFFIXES = (".service.j2", ".socket.j2", ".timer.j2", ".mount.j2", ".path.j2", ".target.j2", ".env.j2")
+
+
+class RawValue(Exception):
+    def __init__(self, value: Any):
+        super().__init__(repr(value))
+        self.value = value
+
+
+def _only_escaped(value: Any) -> Any:
+    if isinstance(value, UnitSafe) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise RawValue(value)
+
+
+def is_unit_template(name: str) -> bool:
+    return name.endswith(UNIT_SUFFIXES)
 
 
 @functools.lru_cache(maxsize=8)
-def environment(root: str = str(TEMPLATES)) -> jinja2.Environment:
+def environment(root: str = str(TEMPLATES), strict: bool = False) -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(root),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,  # config files and units, not HTML
+        finalize=_only_escaped if strict else None,
     )
 
 
@@ -47,8 +69,12 @@ def render(name: str, variables: Mapping[str, Any], *, comment: str | None = "#"
     """Render templates/<name> with `variables`; comment=None for formats without comments."""
     where = root or TEMPLATES
     try:
-        template = environment(str(where)).get_template(name)
+        template = environment(str(where), is_unit_template(name)).get_template(name)
         text = template.render(**variables)
+    except RawValue as exc:
+        raise StepError(f"template {name} was given a raw value {exc.value!r}, not one escaped for systemd",
+                        hint="pass it through gpunode.steps.unitfmt (unit_text, unit_path, exec_line, "
+                        "env_text) in the role") from None
     except jinja2.TemplateNotFound:
         raise StepError(f"template {name} not found under {where}",
                         hint="check the template name in the role; templates live in "

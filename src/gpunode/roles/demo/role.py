@@ -18,7 +18,7 @@ from gpunode.engine import RolePlan
 from gpunode.steps.apt import Packages
 from gpunode.steps.files import Directory, Symlink, Template
 from gpunode.steps.systemd import Service, Unit
-from gpunode.steps.unitfmt import env_lines
+from gpunode.steps.unitfmt import UnitSafe, env_lines, unit_path, unit_text
 
 
 @cache
@@ -39,13 +39,15 @@ def role(vars: dict[str, Any]) -> RolePlan:
         Packages(v["demo_packages"]),
         Directory(v["demo_etc"]),
         Directory(v["demo_root"]),
-        Template(env_file, template="demo/demo.env.j2", vars={"unit": unit, "env_lines": env_lines(env)},
+        Template(env_file, template="demo/demo.env.j2",
+                 vars={"unit": unit_text(unit, "demo_unit"), "env_lines": UnitSafe("\n".join(env_lines(env)))},
                  notify=[f"restart:{unit}"]),
         Template(f"{v['demo_root']}/index.html", template="demo/index.html.j2",
                  vars={"greeting": v["demo_greeting"]}, comment=None),
         Symlink("/usr/local/bin/gpunode-demo-hello", "/usr/bin/hello"),
         Unit(unit, template="demo/gpunode-demo.service.j2",
-             vars={"env_file": env_file, "bind": v["demo_bind"], "port": v["demo_port"]}),
+             vars={"env_file": unit_path(env_file, "demo_etc"), "bind": unit_text(v["demo_bind"], "demo_bind"),
+                   "port": unit_text(v["demo_port"], "demo_port")}),
         Service(unit, enabled=True, running=True),
     ]
     return RolePlan("demo", steps)

@@ -37,8 +37,8 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,
                   timeout=float(v["engine_install_timeout"]), label=f"engine venv ({plan.pinset})", **source)]
     if plan.router is not None and v.get("servers_router", True):
-        steps.append(Venv(path=plan.router.venv, python=interpreter(plan.router.python), requirements=[plan.router.package],
-                          installer=installer, label="router venv",
+        steps.append(Venv(path=plan.router.venv, python=interpreter(plan.router.python),
+                          requirements=[plan.router.package], installer=installer, label="router venv",
                           verify=[["python", "-c", "import " + plan.router.argv[2].split(".")[0]]]
                           if len(plan.router.argv) > 2 and plan.router.argv[1] == "-m" else [],
                           **source))

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode.engine import RolePlan
+from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.roles.weights.role import staged_path
 from gpunode.steps.files import File, Template
 from gpunode.steps.health import Endpoint, Ready
 from gpunode.steps.systemd import Service
-from gpunode.steps.unitfmt import env_lines, exec_line
+from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
 from gpunode.steps.weights import STAGE_SCRIPT
 
 UNIT_DIR = "/etc/systemd/system"
@@ -42,40 +43,58 @@ def servers_from_plan(ctx: RoleContext) -> list[Server]:
     return servers(ctx, staged_path(ctx))
 
 
+def check_ports(ctx: RoleContext, servers: list[Server]) -> None:
+    """base_port is typed alone (1..65535); here it meets the number of servers the plan made."""
+    if servers and max(s.port for s in servers) > 65535:
+        start = min(s.port for s in servers)
+        raise InventoryError(f"base_port={ctx.vars.get('base_port', start)} gives {len(servers)} servers the ports "
+                             f"{start}..{max(s.port for s in servers)}, beyond the last port 65535",
+                             target=ctx.target, hint=f"set base_port to {65536 - len(servers)} or lower "
+                             f"(at {ctx.where('base_port')})")
+
+
 def build(ctx: RoleContext) -> list[RolePlan]:
     from gpunode.roles.plan_view import router_argv, served_model_name
 
     v = ctx.vars
     servers = servers_from_plan(ctx)
+    check_ports(ctx, servers)
     model = served_model_name(ctx)
     steps: list = []
     stage = STAGE_UNIT if v["weights_stage"] else ""
     if stage:
         source = str(ctx.var("model_source")).rstrip("/")
         steps.append(Template(path=f"{UNIT_DIR}/{STAGE_UNIT}", template="servers/stage-weights.service.j2",
-                              vars={"source": source, "dest": staged_path(ctx),
-                                    "exec_start": exec_line(["/bin/sh", STAGE_SCRIPT, source, staged_path(ctx)])},
+                              vars={"source": unit_text(source, "model_source"),
+                                    "dest": unit_text(staged_path(ctx), "weights_dest_root"),
+                                    "mount": unit_path(source, "model_source", word=True),
+                                    "exec_start": exec_line(["/bin/sh", STAGE_SCRIPT, source, staged_path(ctx)],
+                                                            "model_source")},
                               notify=("daemon-reload",)))
     for s in servers:
         env_file = f"/etc/gpunode/{s.name}.env"
-        steps.append(File(path=env_file, content="".join(line + "\n" for line in env_lines(s.env)),
-                          notify=(f"restart:{s.unit}",)))
+        steps.append(File(path=env_file, content=env_text(s.env), notify=(f"restart:{s.unit}",)))
         steps.append(Template(path=f"{UNIT_DIR}/{s.unit}", template="servers/server.service.j2",
-                              vars={"engine": ctx.plan.engine, "name": s.name, "device": s.device,
-                                    "stage_unit": stage, "env_file": env_file, "workdir": "/var/lib/gpunode",
-                                    "exec_start": exec_line(s.argv), "cpu_affinity": s.cpu_affinity,
-                                    "start_timeout": v["servers_start_timeout"]},
+                              vars={"engine": unit_text(ctx.plan.engine, "engine"), "name": unit_text(s.name),
+                                    "device": unit_text(s.device, "gpus"), "stage_unit": unit_text(stage),
+                                    "env_file": unit_path(env_file), "workdir": unit_path("/var/lib/gpunode"),
+                                    "exec_start": exec_line(s.argv, f"the command line of {s.name}"),
+                                    "cpu_affinity": unit_text(s.cpu_affinity, "slot_cores"),
+                                    "start_timeout": unit_seconds(v["servers_start_timeout"],
+                                                                  "servers_start_timeout")},
                               notify=("daemon-reload", f"restart:{s.unit}")))
     endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers]
     router = router_argv(ctx, servers) if v["servers_router"] else None
     if router:
         argv, port, env = router
-        steps.append(File(path="/etc/gpunode/router.env", content="".join(x + "\n" for x in env_lines(env)),
-                          notify=(f"restart:{ROUTER_UNIT}",)))
+        steps.append(File(path="/etc/gpunode/router.env", content=env_text(env), notify=(f"restart:{ROUTER_UNIT}",)))
         steps.append(Template(path=f"{UNIT_DIR}/{ROUTER_UNIT}", template="servers/router.service.j2",
-                              vars={"workers": servers, "policy": ctx.plan.router.policy,
-                                    "server_units": [s.unit for s in servers], "env_file": "/etc/gpunode/router.env",
-                                    "workdir": "/var/lib/gpunode", "exec_start": exec_line(argv)},
+                              vars={"workers": len(servers),
+                                    "policy": unit_text(ctx.plan.router.policy, "router_policy"),
+                                    "server_units": unit_words([s.unit for s in servers]),
+                                    "env_file": unit_path("/etc/gpunode/router.env"),
+                                    "workdir": unit_path("/var/lib/gpunode"),
+                                    "exec_start": exec_line(argv, "the router's command line")},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
         endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{port}", model, "/readiness"))
     plans = [RolePlan("servers", steps)]

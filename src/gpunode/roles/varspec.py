@@ -1,0 +1,218 @@
+"""Declared types of the role variables, checked once per target after layering.
+
+Each role declares the types of its variables in roles/<role>/types.yml, next to
+defaults.yml (and of the variables it reads without a default, such as
+model_source). `check(target)` runs once after role defaults, inventory and
+--set are layered; a value of the wrong type is an InventoryError naming the
+variable, where its value came from (file:line, --set or role defaults) and the
+type expected. Values that reach a unit or env file are typed strictly (a path
+is absolute and has no control characters), so what gets past here is data;
+steps/unitfmt.py escapes it for systemd's syntax.
+
+Types (the right-hand side in types.yml):
+    bool, text (one line), word (no spaces), path (absolute), "path?" (a path or ""),
+    paths, words, port, seconds ("infinity" or whole seconds), gpus (GPU indexes),
+    args (a command line: list or string), unit (a systemd unit name),
+    "int A..B" (either end may be left out), "choice a|b|" (the empty string allowed
+    when written last).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Callable, Mapping
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+import yaml
+
+from gpunode.errors import InventoryError
+from gpunode.steps.unitfmt import control_chars
+
+ROLES = ("base", "engine", "cuda_fixes", "weights", "servers", "demo")
+_UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class Bad(Exception):
+    """A value does not fit its type; the text says how."""
+
+
+def _int(value: Any, low: int | None = None, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Bad("is not a whole number" + (" (YAML reads yes/no/on/off as true/false)"
+                                             if isinstance(value, bool) else ""))
+    if low is not None and value < low or high is not None and value > high:
+        raise Bad(f"is out of range {low if low is not None else ''}..{high if high is not None else ''}")
+    return value
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise Bad(f"is a {type(value).__name__}, not text")
+    if _CONTROL.search(value):
+        raise Bad(f"holds control characters {', '.join(control_chars(value))}")
+    return value
+
+
+def _word(value: Any) -> str:
+    text = _text(value)
+    if not text or re.search(r"\s", text):
+        raise Bad("must be one word, without spaces")
+    return text
+
+
+def _path(value: Any) -> str:
+    text = _text(value)
+    if not text.startswith("/"):
+        raise Bad("is not an absolute path (it must start with /)")
+    if "\\" in text:
+        raise Bad("holds a backslash, which systemd reads as an escape in a path")
+    return text
+
+
+def _optional_path(value: Any) -> str:
+    return "" if value in ("", None) else _path(value)
+
+
+def _list(item: Callable[[Any], Any]) -> Callable[[Any], list]:
+    def check(value: Any) -> list:
+        if not isinstance(value, list):
+            raise Bad(f"is a {type(value).__name__}, not a list")
+        for i, x in enumerate(value):
+            try:
+                item(x)
+            except Bad as exc:
+                raise Bad(f"item {i} ({x!r}) {exc}") from None
+        return value
+    return check
+
+
+def _seconds(value: Any) -> Any:
+    if value == "infinity":
+        return value
+    try:
+        return _int(value, 1)
+    except Bad:
+        raise Bad("is neither a whole number of seconds (1 or more) nor \"infinity\"") from None
+
+
+def _gpus(value: Any) -> list[int]:
+    items: list[Any]
+    if isinstance(value, str):
+        items = [x.strip() for x in value.split(",")]
+        if not all(x.isdigit() for x in items):
+            raise Bad("must be GPU indexes separated by commas, e.g. 0,1 (each a whole number)")
+        items = [int(x) for x in items]
+    elif isinstance(value, int) and not isinstance(value, bool):
+        items = [value]
+    elif isinstance(value, list):
+        items = value
+    else:
+        raise Bad("must be a list of GPU indexes, e.g. [0, 1]")
+    if not items:
+        raise Bad("lists no GPU")
+    for x in items:
+        try:
+            _int(x, 0, 1023)
+        except Bad as exc:
+            raise Bad(f"holds {x!r}, which {exc} (GPU indexes are 0, 1, ...)") from None
+    if len(set(items)) != len(items):
+        raise Bad("names a GPU twice")
+    return items
+
+
+def _args(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            words = shlex.split(value)
+        except ValueError as exc:
+            raise Bad(f"cannot be split into words: {exc}") from None
+    elif isinstance(value, list):
+        words = value
+    else:
+        raise Bad("must be a list of arguments or one string")
+    for w in words:
+        if not isinstance(w, (str, int, float)) or isinstance(w, bool):
+            raise Bad(f"holds {w!r}, which is not an argument (write it as text)")
+        if "\x00" in str(w):
+            raise Bad("holds a NUL character, which no command line can carry")
+    return value
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise Bad("is not true or false")
+    return value
+
+
+def _unit(value: Any) -> str:
+    if not _UNIT.match(_text(value)):
+        raise Bad("is not a systemd unit name, e.g. gpunode-demo.service")
+    return value
+
+
+SIMPLE: dict[str, Callable[[Any], Any]] = {
+    "bool": _bool, "text": _text, "word": _word, "path": _path, "path?": _optional_path, "paths": _list(_path),
+    "words": _list(_word), "port": lambda v: _int(v, 1, 65535), "seconds": _seconds, "gpus": _gpus,
+    "args": _args, "unit": _unit,
+}
+
+
+def checker(spec: str) -> Callable[[Any], Any]:
+    """The check for one type written in types.yml."""
+    if spec in SIMPLE:
+        return SIMPLE[spec]
+    kind, _, arg = spec.partition(" ")
+    if kind == "int":
+        low, _, high = arg.partition("..")
+        return lambda v: _int(v, int(low) if low else None, int(high) if high else None)
+    if kind == "choice":
+        allowed = arg.split("|")
+
+        def choice(v: Any) -> Any:
+            if v is None or isinstance(v, bool) or str(v) not in allowed:
+                raise Bad(f"is not one of {', '.join(repr(a) for a in allowed)}")
+            return v
+        return choice
+    raise ValueError(f"unknown variable type {spec!r}")
+
+
+def describe(spec: str) -> str:
+    return {"path": "an absolute path without control characters", "path?": "an absolute path or \"\"",
+            "paths": "a list of absolute paths", "port": "a port number 1..65535", "bool": "true or false",
+            "text": "one line of text", "word": "one word", "words": "a list of words",
+            "seconds": "whole seconds or \"infinity\"", "gpus": "GPU indexes, e.g. [0, 1]",
+            "args": "a list of arguments or one string", "unit": "a systemd unit name"}.get(spec, spec)
+
+
+@cache
+def _declared(role: str) -> dict[str, str]:
+    resource = files("gpunode.roles") / role / "types.yml"
+    return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
+
+
+def declared(roles: tuple[str, ...] = ROLES) -> dict[str, tuple[str, str]]:
+    """{variable: (type, role)} over the roles' types.yml."""
+    out: dict[str, tuple[str, str]] = {}
+    for role in roles:
+        for name, spec in _declared(role).items():
+            out.setdefault(name, (spec, role))
+    return out
+
+
+def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None, target: str = "") -> None:
+    """Refuse the first declared variable whose value does not fit its type."""
+    origins = origins or {}
+    for name, (spec, role) in declared().items():
+        if name not in variables or variables[name] is None:
+            continue
+        value = variables[name]
+        try:
+            checker(spec)(value)
+        except Bad as exc:
+            where = origins.get(name) or f"roles/{role}/defaults.yml"
+            raise InventoryError(f"variable {name}={value!r} (from {where}) {exc}; expected {describe(spec)}",
+                                 target=target, hint=f"fix {name} at {where}") from None
