@@ -166,7 +166,7 @@ def _as_vars(node: Any, what: str) -> dict[str, Any]:
     if not isinstance(node, dict):
         raise InventoryError(f"{yamlsrc.where(node)}: {what} must be a mapping of variables",
                              hint="write `key: value` lines under it")
-    return dict(node)
+    return node if isinstance(node, Located) else dict(node)  # Located keeps each key's line for errors
 
 
 def _parse_host(name: str, node: Any, where: str, ansible: bool = False) -> Host:
