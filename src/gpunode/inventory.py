@@ -19,11 +19,12 @@ onto address/port/user/key.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpunode import yamlsrc
+from gpunode import inventory_ansible, yamlsrc
 from gpunode.errors import InventoryError
 from gpunode.yamlsrc import Located
 
@@ -32,8 +33,6 @@ HOST_KEYS = {"address", "port", "user", "key", "host_key", "known_hosts", "pct_p
 CONTAINER_KEYS = {"gpus", "vars", "name"}
 GROUP_KEYS = {"hosts", "vars"}
 TOP_KEYS = {"hosts", "groups", "vars"}
-ANSIBLE_ALIASES = {"ansible_host": "address", "ansible_port": "port", "ansible_user": "user",
-                   "ansible_ssh_private_key_file": "key"}
 
 
 @dataclass(frozen=True)
@@ -169,79 +168,114 @@ def _as_vars(node: Any, what: str) -> dict[str, Any]:
     return node if isinstance(node, Located) else dict(node)  # Located keeps each key's line for errors
 
 
-def _parse_host(name: str, node: Any, where: str, ansible: bool = False) -> Host:
-    node = node if node is not None else Located()
-    if ansible and isinstance(node, dict):
-        node = _translate_ansible(node)
-    _check_keys(node, HOST_KEYS, f"host {name}")
+def _show(value: Any) -> str:
+    """A value for an error message: short, and a YAML boolean said as such."""
+    if isinstance(value, bool):
+        return f"{value} (YAML reads yes/no/on/off/true/false as a boolean; quote it if you meant text)"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:50] + f"... ({len(str(value))} characters)"
+
+
+def _int(node: Any, key: str, what: str, low: int, high: int, default: int, hint: str) -> int:
+    value = node.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InventoryError(f"{yamlsrc.where(node, key)}: {key} of {what} must be {low}-{high}, got {_show(value)}",
+                             hint=hint)
+    return value
+
+
+def _text(node: Any, key: str, what: str, default: str | None, pattern: str, hint: str,
+          max_len: int = 4096) -> str | None:
+    value = node.get(key, default)
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > max_len or not re.fullmatch(pattern, value):
+        raise InventoryError(f"{yamlsrc.where(node, key)}: {key} of {what} is not valid: {_show(value)}", hint=hint)
+    return value
+
+
+# A DNS name (labels of 1-63 characters, 253 in all) or an IPv4/IPv6 address; never
+# starting with "-", so that no address can read as an ssh option.
+_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+ADDRESS = rf"(?=.{{1,253}}$)(?:(?:{_LABEL}\.)*{_LABEL}\.?|[0-9A-Fa-f.]*:[0-9A-Fa-f:.]*(?:%[A-Za-z0-9_.-]+)?)"
+USER = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}"
+PATH = r"[^\x00-\x1f\x7f]+"
+
+
+def _containers(name: str, node: Any, where: str) -> dict[int, Container]:
     containers: dict[int, Container] = {}
     raw_cts = node.get("containers") or {}
     if isinstance(raw_cts, list):
+        for item in raw_cts:
+            if isinstance(item, (dict, list)):
+                raise InventoryError(
+                    f"{yamlsrc.where(item, None, yamlsrc.where(node, 'containers'))}: container of host {name} "
+                    "written as a list item", hint="drop the `- `: write `containers: {200: {gpus: [0, 1]}}`, "
+                    "or list bare vmids: `containers: [200, 201]`")
         raw_cts = {ct: None for ct in raw_cts}
     if not isinstance(raw_cts, dict):
         raise InventoryError(f"{yamlsrc.where(node, 'containers')}: containers of {name} must be a mapping "
                              "vmid -> settings", hint="e.g. `containers: {200: {gpus: [0, 1]}}`")
     for vmid, ct in raw_cts.items():
-        ct_where = yamlsrc.where(raw_cts, vmid, where)
-        try:
+        ct_where = yamlsrc.where(raw_cts, vmid, yamlsrc.where(node, "containers", where))
+        if isinstance(vmid, str) and vmid.isascii() and vmid.isdigit():
             vmid_int = int(vmid)
-        except (TypeError, ValueError):
-            raise InventoryError(f"{ct_where}: container id {vmid!r} of host {name} is not a number",
-                                 hint="Proxmox vmids are integers such as 200") from None
+        elif isinstance(vmid, int) and not isinstance(vmid, bool):
+            vmid_int = vmid
+        else:
+            raise InventoryError(f"{ct_where}: container id {_show(vmid)} of host {name} is not a whole number",
+                                 hint="Proxmox vmids are integers such as 200")
         if not 100 <= vmid_int <= 999_999_999:
             raise InventoryError(f"{ct_where}: container id {vmid_int} of host {name} is out of range",
                                  hint="Proxmox vmids run from 100 to 999999999")
+        if vmid_int in containers:
+            raise InventoryError(f"{ct_where}: container {vmid_int} of host {name} is listed twice",
+                                 hint="keep one entry")
         ct = ct if ct is not None else Located()
         _check_keys(ct, CONTAINER_KEYS, f"container {vmid_int} of host {name}")
         gpus = ct.get("gpus")
-        if gpus is not None and (not isinstance(gpus, list) or not all(isinstance(g, int) for g in gpus)):
+        if gpus is not None and (not isinstance(gpus, list) or len(set(map(repr, gpus))) != len(gpus) or not all(
+                isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 1024 for g in gpus)):
             raise InventoryError(f"{yamlsrc.where(ct, 'gpus')}: gpus of container {vmid_int} must be a list "
-                                 "of GPU indices", hint="e.g. `gpus: [0, 1, 2, 3]`")
+                                 f"of distinct GPU indices (0, 1, ...), got {_show(gpus)}",
+                                 hint="e.g. `gpus: [0, 1, 2, 3]`")
         containers[vmid_int] = Container(vmid_int, tuple(gpus) if gpus is not None else None,
                                          _as_vars(ct.get("vars"), "vars"), ct_where)
+    return containers
+
+
+def _parse_host(name: str, node: Any, where: str) -> Host:
+    node = node if node is not None else Located()
+    _check_keys(node, HOST_KEYS, f"host {name}")
+    what = f"host {name}"
+    containers = _containers(name, node, where)
     address = node.get("address", name)
-    port = node.get("port", 22)
-    if not isinstance(port, int) or not 0 < port < 65536:
-        raise InventoryError(f"{yamlsrc.where(node, 'port')}: port of host {name} must be 1-65535, got {port!r}",
-                             hint="use the SSH port number, e.g. 22")
+    if not isinstance(address, str) or not re.fullmatch(ADDRESS, address):
+        raise InventoryError(f"{yamlsrc.where(node, 'address', where)}: address of {what} is not a host name or IP "
+                             f"address: {_show(address)}", hint="a DNS name (labels up to 63 characters, 253 in "
+                             "all) or an IP address; give `address:` when the inventory name is not one")
+    port = _int(node, "port", what, 1, 65535, 22, "use the SSH port number, e.g. 22")
     connection = node.get("connection", "ssh")
     if connection not in ("ssh", "local"):
         raise InventoryError(f"{yamlsrc.where(node, 'connection')}: connection of {name} must be ssh or local",
                              hint="`local` runs commands on this machine (e.g. on the Proxmox host itself)")
     host_key = node.get("host_key")
-    if host_key is not None and not str(host_key).startswith("SHA256:"):
+    if host_key is not None and not (isinstance(host_key, str) and host_key.startswith("SHA256:")):
         raise InventoryError(f"{yamlsrc.where(node, 'host_key')}: host_key of {name} must be a SHA256:... "
                              "fingerprint", hint="get it with `ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub`")
-    known = node.get("known_hosts") or ()
-    known = (known,) if isinstance(known, str) else tuple(known)
-    return Host(name=name, address=str(address), port=port, user=str(node.get("user", "root")),
-                key=node.get("key"), host_key=host_key, known_hosts=known,
-                pct_path=str(node.get("pct_path", "/usr/sbin/pct")), connection=connection,
-                node=node.get("node"), containers=containers, vars=_as_vars(node.get("vars"), "vars"),
-                where=where)
-
-
-def _translate_ansible(node: dict) -> dict:
-    out = Located()
-    out.file = getattr(node, "file", "?")
-    out.line = getattr(node, "line", 0)
-    out.key_lines = {}
-    extra_vars = {}
-    for key, value in node.items():
-        line = node.key_lines.get(key, 0) if isinstance(node, Located) else 0
-        if key in ANSIBLE_ALIASES:
-            out[ANSIBLE_ALIASES[key]] = value
-            out.key_lines[ANSIBLE_ALIASES[key]] = line
-        elif key.startswith("ansible_"):
-            continue  # other connection settings of Ansible have no meaning here
-        elif key in HOST_KEYS:
-            out[key] = value
-            out.key_lines[key] = line
-        else:
-            extra_vars[key] = value  # Ansible host vars sit beside connection settings
-    if extra_vars:
-        out["vars"] = {**extra_vars, **(out.get("vars") or {})}
-    return out
+    known = node.get("known_hosts") or []
+    known = [known] if isinstance(known, str) else known
+    if not isinstance(known, list) or not all(isinstance(k, str) and re.fullmatch(PATH, k) for k in known):
+        raise InventoryError(f"{yamlsrc.where(node, 'known_hosts')}: known_hosts of {name} must be a file path or "
+                             f"a list of them, got {_show(node.get('known_hosts'))}",
+                             hint="e.g. `known_hosts: ~/.ssh/known_hosts`")
+    user = _text(node, "user", what, "root", USER, "a login name such as root or deploy")
+    key = _text(node, "key", what, None, PATH, "the path of a private key, e.g. ~/.ssh/id_ed25519")
+    pct_path = _text(node, "pct_path", what, "/usr/sbin/pct", "/" + PATH, "an absolute path, e.g. /usr/sbin/pct")
+    pve_node = _text(node, "node", what, None, r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}", "the Proxmox node name")
+    return Host(name=name, address=address, port=port, user=str(user), key=key, host_key=host_key,
+                known_hosts=tuple(known), pct_path=str(pct_path), connection=connection, node=pve_node,
+                containers=containers, vars=_as_vars(node.get("vars"), "vars"), where=where)
 
 
 def load(path: str | Path) -> Inventory:
@@ -259,8 +293,8 @@ def load(path: str | Path) -> Inventory:
                              hint="pass --inventory PATH or set GPUNODE_INVENTORY")
     doc = yamlsrc.load(main) or Located()
     group_vars: dict[str, dict[str, Any]] = {}
-    if isinstance(doc, dict) and "all" in doc and "hosts" not in doc:
-        hosts, groups, top_vars, group_vars = _from_ansible(doc["all"], main)
+    if inventory_ansible.is_ansible(doc):
+        hosts, groups, top_vars, group_vars = inventory_ansible.read(doc, main, _parse_host, HOST_KEYS)
     else:
         _check_keys(doc, TOP_KEYS, f"inventory {main.name}")
         raw_hosts = doc.get("hosts") or {}
@@ -269,16 +303,28 @@ def load(path: str | Path) -> Inventory:
                                  hint="see inventory/example/hosts.yml")
         hosts = {str(n): _parse_host(str(n), h, yamlsrc.where(raw_hosts, n)) for n, h in raw_hosts.items()}
         groups = {}
-        for g, body in (doc.get("groups") or {}).items():
+        raw_groups = doc.get("groups") or Located()
+        if not isinstance(raw_groups, dict):
+            raise InventoryError(f"{yamlsrc.where(doc, 'groups')}: `groups` must be a mapping name -> "
+                                 f"{{hosts: [...]}}, got a {type(raw_groups).__name__}",
+                                 hint="e.g. `groups: {blackwell: {hosts: [kpro6]}}`")
+        for g, body in raw_groups.items():
             _check_keys(body, GROUP_KEYS, f"group {g}")
-            groups[str(g)] = [str(h) for h in body.get("hosts") or []]
+            members = body.get("hosts") or []
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                raise InventoryError(f"{yamlsrc.where(body, 'hosts')}: hosts of group {g} must be a list of host "
+                                     f"names, got {_show(members)}", hint="e.g. `hosts: [kpro6, rented]`")
+            groups[str(g)] = list(members)
             for member in groups[str(g)]:
                 if member not in hosts:
                     raise InventoryError(f"{yamlsrc.where(body, 'hosts')}: group {g} names unknown host {member!r}",
                                          hint=_suggest(member, hosts) or "declare the host under `hosts:`")
         top_vars = _as_vars(doc.get("vars"), "vars")
-        group_vars = {str(g): _as_vars(b.get("vars"), "vars") for g, b in (doc.get("groups") or {}).items()}
+        group_vars = {str(g): _as_vars(b.get("vars"), "vars") for g, b in raw_groups.items()}
     for g, v in _var_files(folder / "group_vars").items():
+        if g != "all" and g not in groups:
+            raise InventoryError(f"{folder / 'group_vars' / g}.yml is for unknown group {g!r}",
+                                 hint=_suggest(g, groups) or "rename the file or declare the group")
         group_vars[g] = merge(group_vars.get(g, {}), v)
     host_vars = _var_files(folder / "host_vars")
     for name in host_vars:
@@ -294,30 +340,3 @@ def _var_files(folder: Path) -> dict[str, dict[str, Any]]:
         for f in sorted(folder.glob("*.y*ml")):
             out[f.stem] = _as_vars(yamlsrc.load(f), f"variables file {f}")
     return out
-
-
-def _from_ansible(node: Any, path: Path):
-    """Walk an Ansible YAML inventory: -> hosts, groups, vars of `all`, vars of the other groups."""
-    hosts: dict[str, Host] = {}
-    groups: dict[str, list[str]] = {}
-    group_vars: dict[str, dict[str, Any]] = {}
-
-    def walk(group: str, body: Any) -> list[str]:
-        body = body or {}
-        members: list[str] = []
-        for name, settings in (body.get("hosts") or {}).items():
-            name = str(name)
-            if name not in hosts:
-                hosts[name] = _parse_host(name, settings, yamlsrc.where(body.get("hosts"), name, str(path)),
-                                          ansible=True)
-            members.append(name)
-        for child, child_body in (body.get("children") or {}).items():
-            members += walk(str(child), child_body)
-        groups[group] = list(dict.fromkeys(members))
-        if body.get("vars"):
-            group_vars[group] = _as_vars(body.get("vars"), "vars")
-        return members
-
-    walk("all", node)
-    top_vars = group_vars.pop("all", {})
-    return hosts, groups, top_vars, group_vars

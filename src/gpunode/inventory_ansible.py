@@ -1,0 +1,171 @@
+"""Ansible YAML inventories: `all:` (and other top-level groups) with `hosts:`,
+`children:` and `vars:`, read the way Ansible reads them.
+
+Ansible's connection variables are honoured wherever Ansible honours them: on
+a host and in the `vars:` of any group it belongs to (the host wins over its
+groups, a child group over its parent). A connection variable gpunode has no
+equivalent for (a password, ProxyCommand arguments, become) is refused rather
+than ignored, because ignoring it would connect somewhere or as someone the
+user did not mean.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpunode import yamlsrc
+from gpunode.errors import InventoryError
+from gpunode.yamlsrc import Located
+
+# Ansible name -> gpunode host key. The ansible_ssh_* forms are Ansible's older spellings.
+CONNECTION = {"ansible_host": "address", "ansible_ssh_host": "address", "ansible_port": "port",
+              "ansible_ssh_port": "port", "ansible_user": "user", "ansible_ssh_user": "user",
+              "ansible_ssh_private_key_file": "key", "ansible_private_key_file": "key",
+              "ansible_connection": "connection"}
+# How Ansible runs its modules; gpunode runs no Ansible modules, so these change nothing.
+IGNORED = {"ansible_python_interpreter"}
+CONNECTIONS = {"ssh": "ssh", "paramiko": "ssh", "smart": "ssh", "local": "local"}
+GROUP_KEYS = {"hosts", "children", "vars"}
+
+
+def is_ansible(doc: Any) -> bool:
+    return isinstance(doc, dict) and "all" in doc and "hosts" not in doc
+
+
+def _new(like: Any) -> Located:
+    out = Located()
+    out.file = getattr(like, "file", "?")
+    out.line = getattr(like, "line", 0)
+    out.key_lines = {}
+    return out
+
+
+def connection_vars(node: Any, what: str, host_keys: set[str]) -> tuple[Located, dict[str, Any]]:
+    """Split a host's settings or a group's vars into (gpunode host keys, plain variables)."""
+    conn, plain = _new(node), {}
+    for key, value in node.items():
+        line = node.key_lines.get(key, 0) if isinstance(node, Located) else 0
+        if key in CONNECTION:
+            name = CONNECTION[key]
+            if name == "connection":
+                if value not in CONNECTIONS:
+                    raise InventoryError(f"{yamlsrc.where(node, key)}: {key}={value!r} of {what} is not a "
+                                         "connection gpunode has", hint="use ssh (or paramiko/smart) or local")
+                value = CONNECTIONS[value]
+            if name in conn and conn[name] != value:
+                raise InventoryError(f"{yamlsrc.where(node, key)}: {what} sets {name} twice ({key} and an alias)",
+                                     hint="keep one of them")
+            conn[name] = value
+            conn.key_lines[name] = line
+        elif str(key).startswith("ansible_") and key not in IGNORED:
+            raise InventoryError(
+                f"{yamlsrc.where(node, key)}: {key} of {what} has no equivalent in gpunode",
+                hint="gpunode understands " + ", ".join(sorted(CONNECTION)) + "; it logs in with a key as "
+                "that user (no passwords, no become); put jump hosts in ~/.ssh/config. Remove the setting")
+        elif key in IGNORED:
+            continue
+        elif key in host_keys:
+            conn[key] = value
+            conn.key_lines[key] = line
+        else:
+            plain[key] = value
+    return conn, plain
+
+
+def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
+    """Walk the groups -> (hosts, groups, vars of `all`, vars of the other groups)."""
+    # host -> (its settings, where they are, [(group, what the group chain sets)])
+    bodies: dict[str, tuple[Any, str, list[tuple[str, Located]]]] = {}
+    groups: dict[str, list[str]] = {}
+    group_vars: dict[str, dict[str, Any]] = {}
+
+    def walk(group: str, body: Any, inherited: Located, where: str) -> list[str]:
+        if body is None:
+            body = Located()
+        if not isinstance(body, dict):
+            raise InventoryError(f"{where}: group {group} must be a mapping with hosts:, children:, vars:",
+                                 hint="e.g. `gpu: {hosts: {kpro6: {ansible_host: 10.0.0.6}}}`")
+        for key in body:
+            if key not in GROUP_KEYS:
+                from gpunode.inventory import _suggest
+
+                raise InventoryError(f"{yamlsrc.where(body, key, where)}: unknown key {key!r} in group {group}",
+                                     hint=_suggest(key, GROUP_KEYS) or "a group has hosts:, children: and vars:")
+        raw_vars = body.get("vars")
+        if raw_vars is not None and not isinstance(raw_vars, dict):
+            raise InventoryError(f"{yamlsrc.where(body, 'vars', where)}: vars of group {group} must be a mapping",
+                                 hint="write `key: value` lines under it")
+        conn, plain = connection_vars(raw_vars or Located(), f"group {group}", set())
+        merged = _new(conn)
+        for layer in (inherited, conn):
+            for key, value in layer.items():
+                merged[key] = value
+                merged.key_lines[key] = layer.key_lines.get(key, 0)
+        if plain:
+            group_vars[group] = {**group_vars.get(group, {}), **plain}
+        members: list[str] = []
+        hosts = body.get("hosts") or {}
+        if not isinstance(hosts, dict):
+            raise InventoryError(f"{yamlsrc.where(body, 'hosts', where)}: hosts of group {group} must be a mapping "
+                                 "name -> settings", hint="write `hosts: {kpro6: {}}`, not a list")
+        for name, settings in hosts.items():
+            name = str(name)
+            first = bodies.get(name)
+            here = yamlsrc.where(hosts, name, str(path))
+            if first is None:
+                bodies[name] = (settings, here, [(group, merged)])
+            else:
+                if settings and first[0] and settings != first[0]:
+                    raise InventoryError(f"{here}: host {name} has settings in two groups",
+                                         hint=f"keep its settings in one place (the other is at {first[1]})")
+                keep = (first[0], first[1]) if first[0] or not settings else (settings, here)
+                bodies[name] = (*keep, first[2] + [(group, merged)])
+            members.append(name)
+        children = body.get("children") or {}
+        if not isinstance(children, dict):
+            raise InventoryError(f"{yamlsrc.where(body, 'children', where)}: children of group {group} must be "
+                                 "a mapping name -> group", hint="write `children: {gpu: {hosts: ...}}`")
+        for child, child_body in children.items():
+            members += walk(str(child), child_body, merged, yamlsrc.where(children, child, where))
+        groups[group] = list(dict.fromkeys(groups.get(group, []) + members))
+        return members
+
+    top_where = yamlsrc.where(doc, "all", str(path))
+    all_members = walk("all", doc["all"], Located(), top_where)
+    for group, body in doc.items():  # Ansible reads other top-level keys as groups under `all`
+        if group != "all":
+            all_members += walk(str(group), body, Located(), yamlsrc.where(doc, group, str(path)))
+    groups["all"] = list(dict.fromkeys(all_members))
+    hosts = {}
+    for name, (settings, here, chain) in bodies.items():
+        hosts[name] = parse_host(name, _host_node(name, settings, chain, host_keys), here)
+    top_vars = group_vars.pop("all", {})
+    return hosts, groups, top_vars, group_vars
+
+
+def _host_node(name: str, settings: Any, chain: list[tuple[str, Located]], host_keys: set[str]) -> Any:
+    """The host's own settings over what its groups set; groups that disagree are refused."""
+    if settings is not None and not isinstance(settings, dict):
+        return settings  # parse_host names the shape error
+    own, plain = connection_vars(settings or Located(), f"host {name}", host_keys)
+    out = _new(settings if settings is not None else own)
+    from_groups: dict[str, tuple[str, Any, int]] = {}
+    for group, conn in chain:
+        for key, value in conn.items():
+            seen = from_groups.get(key)
+            if seen and seen[1] != value and key not in own:
+                raise InventoryError(
+                    f"{conn.file}:{conn.key_lines.get(key, 0)}: host {name} gets {key} {value!r} from group {group} "
+                    f"but {seen[1]!r} from group {seen[0]} (line {seen[2]})",
+                    hint=f"set it on the host itself (ansible_{key if key != 'address' else 'host'})")
+            from_groups.setdefault(key, (group, value, conn.key_lines.get(key, 0)))
+    for key, (_group, value, line) in from_groups.items():
+        out[key] = value
+        out.key_lines[key] = line
+    for key, value in own.items():
+        out[key] = value
+        out.key_lines[key] = own.key_lines.get(key, 0)
+    if plain:
+        out["vars"] = {**plain, **(own.get("vars") or {})}
+    return out
