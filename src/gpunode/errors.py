@@ -67,3 +67,22 @@ def tail(text: str, lines: int = 15) -> str:
     """The last lines of a command's output, for error evidence."""
     kept = text.rstrip("\n").splitlines()[-lines:]
     return "\n".join(kept)
+
+
+INTERNAL_EXIT = 70  # EX_SOFTWARE: a bug in gpunode, as opposed to bad input (2)
+
+
+def internal_report(exc: BaseException) -> str:
+    """A short report of an unexpected exception: its type and where it was raised.
+
+    The exception's message is left out on purpose: it may quote a value
+    from the inventory or --set (a token, a password).
+    """
+    import traceback
+    from pathlib import Path
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if "gpunode" in Path(f.filename).parts] or frames
+    where = f" in {Path(own[-1].filename).name}:{own[-1].lineno} ({own[-1].name})" if own else ""
+    return (f"internal error: {type(exc).__name__}{where}. This is a bug in gpunode; please report it with the "
+            "command you ran (leave out secrets). GPUNODE_DEBUG=1 shows the full traceback, values included.")

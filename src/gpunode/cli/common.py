@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
-from invoke import Exit
+from invoke import Exit, UnexpectedExit
 from invoke import task as invoke_task
 
 from gpunode import inventory
-from gpunode.errors import GpunodeError, InventoryError
+from gpunode.errors import INTERNAL_EXIT, GpunodeError, InventoryError, internal_report
 from gpunode.secrets import redact, register_vars
 
 DEFAULT_INVENTORY = "inventory"
@@ -22,7 +23,8 @@ def task(*args: Any, **kwargs: Any):
     """invoke.task that turns GpunodeError into a clean message and exit code 2.
 
     The message names the target and ends with a hint; no traceback, because
-    the error already carries its evidence.
+    the error already carries its evidence. Any other exception is a bug: it
+    becomes a short report without its message (which may quote a secret).
     """
 
     def wrap(fn):
@@ -34,6 +36,12 @@ def task(*args: Any, **kwargs: Any):
                 raise Exit(redact(f"error: {exc}"), code=2) from None
             except KeyboardInterrupt:
                 raise Exit("interrupted; re-running is safe and resumes where this run stopped", code=130) from None
+            except (Exit, UnexpectedExit):
+                raise
+            except Exception as exc:
+                if os.environ.get("GPUNODE_DEBUG"):
+                    raise
+                raise Exit(internal_report(exc), code=INTERNAL_EXIT) from None
 
         return invoke_task(*args, **kwargs)(run) if args or kwargs else invoke_task(run)
 
@@ -56,15 +64,46 @@ def load_inventory(given: str | None) -> inventory.Inventory:
 VERSION_KEYS = ("python", "engine_version")
 
 
+def parse_int(value: Any, flag: str, low: int, high: int, hint: str) -> int:
+    """An integer command-line option; `--ct abc` is a message, not a ValueError."""
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit()) or not low <= int(text) <= high:
+        shown = repr(text) if len(text) <= 40 else f"({len(text)} characters)"
+        raise InventoryError(f"{flag} {shown} is not a whole number from {low} to {high}", hint=hint)
+    return int(text)
+
+
+VMID_HINT = "a Proxmox vmid such as 200 (100-999999999); see the host's `containers:` in the inventory"
+
+
 def parse_sets(sets: list[str] | None) -> dict[str, Any]:
-    """--set key=value (value read as YAML, so 0.85, true, [1, 2] keep their types; versions stay text)."""
+    """--set key=value (value read as YAML, so 0.85, true, [1, 2] keep their types; versions stay text).
+
+    Errors name the key, never the value: a value may be a secret (hf_token=...).
+    """
     out: dict[str, Any] = {}
     for item in sets or []:
         key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise InventoryError(f"--set {item!r} is not key=value", hint="e.g. --set mem_fraction=0.85")
         key = key.strip()
-        out[key] = value.strip() if key in VERSION_KEYS else (yaml.safe_load(value) if value else "")
+        if not sep or not key:
+            shown = repr(key) if not sep and len(key) <= 40 else "(the part before =)"
+            raise InventoryError(f"--set {shown} is not key=value", hint="e.g. --set mem_fraction=0.85")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", key):
+            raise InventoryError(f"--set: {key[:40]!r} is not a variable name",
+                                 hint="variable names are letters, digits and _, e.g. --set mem_fraction=0.85")
+        if key in VERSION_KEYS or not value:
+            out[key] = value.strip()
+            continue
+        try:
+            out[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at character {mark.column + 1}" if mark is not None else ""
+            # PyYAML quotes what it found; keep single characters, never a longer part of the value.
+            problem = re.sub(r"'(?!<stream end>')[^']{2,}'", "'...'", getattr(exc, "problem", None) or "not valid YAML")
+            raise InventoryError(f"--set {key}=...: the value is not valid YAML ({problem}{at})",
+                                 hint=f"quote it as text (--set '{key}=\"...\"') or fix the brackets; "
+                                 "lists are written [0, 1]") from None
     return out
 
 
@@ -92,7 +131,8 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
         raise InventoryError("which target? pass --host H (and --ct N for a container) or --group G",
                              hint=f"hosts in {inv.source}: {', '.join(sorted(inv.hosts))}")
     else:
-        targets = [inv.target(host, int(ct) if ct not in (None, "") else None, overrides, defaults)]
+        vmid = parse_int(ct, "--ct", 100, 999_999_999, VMID_HINT) if ct not in (None, "") else None
+        targets = [inv.target(host, vmid, overrides, defaults)]
     for t in targets:  # once, after every layer: role defaults < inventory < --set
         varspec.check(t.vars, t.origins, t.name)
     return targets

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 from invoke import Collection, Program, Task
 
@@ -18,5 +20,27 @@ for _area in AREAS:
     (ns.add_task if isinstance(_tasks, Task) else ns.add_collection)(_tasks)
 
 
-def main() -> None:
-    Program(namespace=ns, name="gpunode", binary="gpunode", version=__version__).run()
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI. Each task turns its own errors into messages (cli.common.task); this is the
+    last resort for what escapes outside a task, e.g. while invoke converts an option's value."""
+    from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report
+    from gpunode.secrets import redact
+
+    program = Program(namespace=ns, name="gpunode", binary="gpunode", version=__version__)
+    try:
+        program.run(argv)
+    except GpunodeError as exc:
+        print(redact(f"error: {exc}"), file=sys.stderr)
+        sys.exit(2)
+    except ValueError as exc:
+        if os.environ.get("GPUNODE_DEBUG"):
+            raise
+        # invoke's own int()/float() of an option value: say so without quoting the value.
+        print(f"error: an option's value has the wrong type ({type(exc).__name__}); see `gpunode --help <task>`",
+              file=sys.stderr)
+        sys.exit(2)
+    except Exception as exc:
+        if os.environ.get("GPUNODE_DEBUG"):
+            raise
+        print(internal_report(exc), file=sys.stderr)
+        sys.exit(INTERNAL_EXIT)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpunode.cli.common import load_inventory, task
+from gpunode.cli.common import VMID_HINT, load_inventory, parse_int, task
 from gpunode.errors import InventoryError
 
 HELP = {
@@ -10,8 +10,8 @@ HELP = {
     "ct": "container vmid to create or update",
     "gpus": "GPU indices to pass through, e.g. 0,1,2,3 (devN entries for existing device nodes)",
     "template": "OS template for a new container (storage:vztmpl/file)",
-    "memory": "memory in MiB (weights staged in /dev/shm count against it)",
-    "swap": "swap in MiB",
+    "memory": "memory in MiB (default 16384; weights staged in /dev/shm count against it)",
+    "swap": "swap in MiB (default 0)",
     "cores": "CPU cores (default: not limited)",
     "mount": "host:ct[:rw] bind mount, e.g. /srv/models:/mnt/models (repeatable; read-only unless :rw)",
     "hostname": "container hostname (default gpunode-<vmid>)",
@@ -19,7 +19,7 @@ HELP = {
     "adopt": "take over an existing container whose hostname differs",
     "check": "print the plan; change nothing",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
-    "timeout": "seconds to wait for each Proxmox task",
+    "timeout": "seconds to wait for each Proxmox task (default 600)",
 }
 
 
@@ -36,35 +36,41 @@ def parse_mount(text: str):
 def parse_gpus(text: str | None) -> list[int]:
     if not text:
         return []
-    try:
-        return sorted({int(g) for g in str(text).split(",") if g.strip()})
-    except ValueError:
-        raise InventoryError(f"--gpus {text!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3") from None
+    items = [g.strip() for g in str(text).split(",")]
+    if not all(g.isascii() and g.isdigit() for g in items):
+        raise InventoryError(f"--gpus {str(text)[:60]!r} is not a list of GPU indices", hint="e.g. --gpus 0,1,2,3")
+    return sorted({int(g) for g in items})
 
 
 @task(iterable=["mount"], help=HELP)
-def onboard(c, host, ct, gpus=None, template=None, memory=16384, swap=0, cores=None, mount=None, hostname=None,
-            rootfs=None, adopt=False, check=False, inventory=None, timeout=600):
+def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores=None, mount=None, hostname=None,
+            rootfs=None, adopt=False, check=False, inventory=None, timeout=None):
     """Create or update an LXC container through the Proxmox API (GPUs, mounts, memory), start it, list it."""
     from gpunode import inventory_edit
     from gpunode.cli.session import Session
     from gpunode.pve import containers, devices
     from gpunode.pve.client import PveClient, settings_from_vars
 
+    # Numbers are parsed here, not by invoke (whose int() would end in a ValueError traceback).
+    vmid = parse_int(ct, "--ct", 100, 999_999_999, VMID_HINT)
+    memory_mib = parse_int(memory or 16384, "--memory", 16, 1 << 30, "memory in MiB, e.g. --memory 65536")
+    swap_mib = parse_int(swap or 0, "--swap", 0, 1 << 30, "swap in MiB, e.g. --swap 0")
+    cores_n = parse_int(cores, "--cores", 1, 8192, "CPU cores, e.g. --cores 16") if cores else None
+    timeout_s = parse_int(timeout or 600, "--timeout", 1, 86400, "seconds, e.g. --timeout 600")
+    gpu_list = parse_gpus(gpus)
+    mounts = tuple(parse_mount(m) for m in mount or [])
     inv = load_inventory(inventory)
     h = inv.host(host)
-    vmid = int(ct)
     settings = settings_from_vars(h.name, h.address, inv.target(host).vars)
     node = h.node or h.name
-    gpu_list = parse_gpus(gpus)
     devs: list[str] = []
     if gpu_list:
         with Session() as session:
             listing = session.host_transport(h).script(devices.PROBE, what="listing /dev/nvidia*")
         devs = devices.passthrough(devices.parse_ls(listing.stdout), gpu_list, host=h.name)
     desired = containers.Desired(
-        vmid=vmid, hostname=hostname or f"gpunode-{vmid}", memory=int(memory), swap=int(swap),
-        cores=int(cores) if cores else None, mounts=tuple(parse_mount(m) for m in mount or []),
+        vmid=vmid, hostname=hostname or f"gpunode-{vmid}", memory=memory_mib, swap=swap_mib,
+        cores=cores_n, mounts=mounts,
         devices=tuple(devs), **({"template": template} if template else {}), **({"rootfs": rootfs} if rootfs else {}))
     client = PveClient(settings)
     plan = containers.plan(client, node, desired, adopt=bool(adopt))
@@ -77,7 +83,7 @@ def onboard(c, host, ct, gpus=None, template=None, memory=16384, swap=0, cores=N
     if check:
         print("check mode: nothing was changed")
         return
-    notes = containers.apply(client, plan, progress=lambda line: print(f"  task: {line}"), timeout=float(timeout))
+    notes = containers.apply(client, plan, progress=lambda line: print(f"  task: {line}"), timeout=float(timeout_s))
     for note in notes:
         print(f"note: {note}")
     if not listed:

@@ -8,7 +8,7 @@ from invoke import Exit
 from rich.console import Console
 
 from gpunode import pipeline
-from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
+from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
 from gpunode.cli.progress import ByteProgress
 from gpunode.cli.session import Session
 from gpunode.report import HumanReport, JsonLines
@@ -24,17 +24,18 @@ HELP = {
     "json": "one JSON event per line on stdout (schema: docs/events.md)",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
     "set": "override a variable: --set key=value (repeatable)",
-    "forks": "how many targets run at once with --group",
+    "forks": "how many targets run at once with --group (default 4)",
     "facts": "use a saved facts snapshot instead of probing (plan only; implies --check)",
 }
 
 
 @task(iterable=["set_"], help=HELP)
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
-              inventory=None, set_=None, forks=4, facts=None):
+              inventory=None, set_=None, forks=None, facts=None):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
     from pathlib import Path
 
+    forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
     inv = load_inventory(inventory)
     targets = select_targets(inv, host, ct, group, parse_sets(set_))
     check = check or bool(facts)
