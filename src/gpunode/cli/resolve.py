@@ -51,7 +51,13 @@ def local_model(path: str) -> Model:
             dirs[:] = []
         for name in files:
             full = Path(root, name)
-            lines.append(f"{full.stat().st_size} ./{full.relative_to(folder)}")
+            try:
+                size = full.stat().st_size
+            except OSError as exc:
+                why = f"a symbolic link to {os.readlink(full)}, which is missing" if full.is_symlink() else exc.strerror
+                raise FactError(f"{full}: cannot read it: {why}",
+                                hint="fix or remove the link (the file it names is not there)") from None
+            lines.append(f"{size} ./{full.relative_to(folder)}")
 
     def text(name: str) -> str | None:
         p = folder / name
@@ -62,7 +68,8 @@ def local_model(path: str) -> Model:
     if single.is_file() and not (folder / "model.safetensors.index.json").exists():
         with open(single, "rb") as f:
             n = int.from_bytes(f.read(8), "little")
-            header = f.read(n).decode() if n <= 100 << 20 else None
+            header = userfiles.decode(f.read(n), single, what="safetensors header", error=FactError) \
+                if n <= 100 << 20 else None
     m = model_facts.parse_model(str(folder), "\n".join(lines), text("config.json"),
                                 text("model.safetensors.index.json"), text("hf_quant_config.json"), header)
     if not m.shards:  # only a config: its size says nothing about the weights

@@ -81,10 +81,21 @@ def load(folder: Path) -> RawFacts:
     except json.JSONDecodeError as exc:
         raise FactError(f"{meta_file} is not valid JSON: {exc}",
                         hint="restore the file from the saved snapshot or save a new one") from None
+    if not isinstance(meta, dict):
+        raise FactError(f"{meta_file}: expected a JSON object with format, target and rc, got a {type(meta).__name__}",
+                        hint="restore the file from the saved snapshot or save a new one")
     if meta.get("format") != FORMAT:
-        raise FactError(f"{meta_file} has snapshot format {meta.get('format')!r}; this gpunode reads {FORMAT}",
+        shown = str(meta.get("format"))[:20]
+        raise FactError(f"{meta_file} has snapshot format {shown!r}; this gpunode reads {FORMAT}",
                         hint="save the snapshot again with this version of gpunode")
-    rcs: dict[str, int] = meta.get("rc", {})
+    rcs = meta.get("rc", {})
+    if not isinstance(rcs, dict) or not all(isinstance(v, int) and not isinstance(v, bool) for v in rcs.values()):
+        raise FactError(f"{meta_file}: rc must map each section to its exit code", hint="save the snapshot again")
+    for key, kinds in (("target", (str,)), ("model_path", (str, type(None))), ("venv", (str, type(None))),
+                       ("gathered_at", (str,)), ("duration_s", (int, float, type(None)))):
+        if key in meta and (not isinstance(meta[key], kinds) or isinstance(meta[key], bool)):
+            raise FactError(f"{meta_file}: {key} has the wrong type ({type(meta[key]).__name__})",
+                            hint="save the snapshot again")
     sections = {}
     for path in sorted(folder.glob("*.txt")):
         name = path.stem

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpunode import secrets
+from gpunode import secrets, userfiles
 from gpunode.errors import PveError
 
 TOKEN_ID = re.compile(r"^(?P<user>[^@!\s]+@[^@!\s]+)!(?P<name>[A-Za-z][A-Za-z0-9._-]*)$")
@@ -68,10 +68,9 @@ def settings_from_vars(host_name: str, host_address: str, variables: dict[str, A
     if secret is None and api.get("token_secret_file"):
         path = Path(str(api["token_secret_file"])).expanduser()
         try:
-            secret = path.read_text().strip()
-        except OSError as exc:
-            raise PveError(f"{where}: cannot read token_secret_file {path}: {exc.strerror}",
-                           hint="write the token's secret (a UUID) into that file, mode 600",
+            secret = userfiles.read_text(path, what="token_secret_file", error=PveError).strip()
+        except PveError as exc:
+            raise PveError(f"{where}: {exc.message}", hint="write the token's secret (a UUID) into that file, mode 600",
                            target=host_name) from None
     if secret is None:
         secret = os.environ.get(SECRET_ENV)

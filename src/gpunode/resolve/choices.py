@@ -107,7 +107,12 @@ def from_vars(variables: dict[str, Any]) -> Choices:
     if "extra_args" in v:
         extra = v["extra_args"]
         if isinstance(extra, str):
-            kw["extra_args"] = tuple(shlex.split(extra))
+            try:
+                kw["extra_args"] = tuple(shlex.split(extra))
+            except ValueError as exc:  # the message only, never the string: it may hold an API key
+                raise InventoryError(f"variable extra_args cannot be split into arguments: {exc}",
+                                     hint="close the quote, or give a list: extra_args: [\"--flag\", \"value\"]"
+                                     ) from None
         elif isinstance(extra, (list, tuple)):
             kw["extra_args"] = tuple(str(a) for a in extra)
         else:
