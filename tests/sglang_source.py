@@ -19,11 +19,13 @@ than the check skipped.
 from __future__ import annotations
 
 import ast
+import re
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 SERVER_ARGS = "sglang.srt.server_args"
+MAJOR = re.compile(r"(major|torch\.cuda\.get_device_capability\(\)\[0\]) == (\d+)$")   # the SM major in an assert
 NO_VALUE_ACTIONS = ("store_true", "store_false", "store_const", "count", "StoreTrue", "StoreFalse", "StoreConst")
 
 
@@ -231,7 +233,8 @@ class Wheel:
     # -- model constraints -------------------------------------------------------------
 
     def mla_backends(self) -> dict[str, str]:
-        """Backend -> "non-MLA only" / "MLA only", from the registry functions that raise on use_mla_backend."""
+        """Backend -> "non-MLA only" / "MLA only" / "non-MLA only on SM8x", from the registry functions that
+        raise on use_mla_backend or assert `(major == 8 and not runner.use_mla_backend) or ...` (fa3)."""
         out: dict[str, str] = {}
         for module in self.modules_under("sglang.srt.layers.attention"):
             for fn in (n for n in self.tree(module).body if isinstance(n, ast.FunctionDef)):
@@ -239,6 +242,11 @@ class Wheel:
                              and ast.unparse(d.func) == "register_attention_backend" and d.args
                              and isinstance(d.args[0], ast.Constant)), None)
                 for node in ast.walk(fn):
+                    if name and isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+                        parts = [ast.unparse(v) for v in node.values]
+                        majors = [m.group(2) for m in map(MAJOR.match, parts) if m]
+                        if "not runner.use_mla_backend" in parts and majors:
+                            out[name] = f"non-MLA only on SM{majors[0]}x"
                     if name and isinstance(node, ast.If) and isinstance(node.body[0], ast.Raise):
                         test = ast.unparse(node.test)
                         if test == "runner.use_mla_backend":
@@ -255,6 +263,34 @@ class Wheel:
                                                 for s in node.body):
                 out |= {c.left.value for c in ast.walk(node.test) if isinstance(c, ast.Compare)
                         and isinstance(c.left, ast.Constant) and isinstance(c.ops[0], ast.In)}
+        return out
+
+    def hybrid_gdn_blackwell(self) -> dict[str, tuple[set[str], str]]:
+        """"sm100" / "sm120" -> (backends asserted for hybrid GDN models on Blackwell, module:line).
+
+        Read from `if <...hybrid_gdn...>: if is_blackwell(): ...` in the attention registry: either an
+        `allowed = {...}` per SM120/else branch checked by an assert, or one assert of `== "name"` chains.
+        """
+        module = "sglang.srt.layers.attention.attention_registry"
+        out: dict[str, tuple[set[str], str]] = {}
+        for gdn in (n for n in ast.walk(self.tree(module)) if isinstance(n, ast.If) and "hybrid_gdn" in
+                    ast.unparse(n.test)):
+            for bw in (s for s in gdn.body if isinstance(s, ast.If) and ast.unparse(s.test) == "is_blackwell()"):
+                where = f"{module}:{bw.lineno}"
+                split = next((s for s in bw.body if isinstance(s, ast.If) and "sm120" in ast.unparse(s.test)), None)
+                if split is not None:
+                    for key, branch in (("sm120", split.body), ("sm100", split.orelse)):
+                        value = _bindings(branch, module).get("allowed")
+                        if value is None or isinstance(value, _Import):
+                            raise Unreadable(f"no `allowed = ...` in the {key} branch at {where}")
+                        out[key] = ({str(x) for x in self.evaluate(value, module)}, where)
+                    continue
+                names = {c.comparators[0].value for a in bw.body if isinstance(a, ast.Assert)
+                         for c in ast.walk(a.test) if isinstance(c, ast.Compare) and isinstance(c.ops[0], ast.Eq)
+                         and isinstance(c.comparators[0], ast.Constant)}
+                if not names:
+                    raise Unreadable(f"no backend list under is_blackwell() at {where}")
+                out["sm100"] = out["sm120"] = (set(names), where)
         return out
 
     def architecture_backends(self) -> dict[str, tuple[set[str], str]]:

@@ -32,7 +32,7 @@ import pytest
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Driver, Model
-from gpunode.resolve import resolve
+from gpunode.resolve import resolve, versions
 from gpunode.resolve.emittable import ANY, emittable, pairs
 from gpunode.resolve.kb import KB as KB_TYPE
 from gpunode.resolve.kb import Pinset
@@ -177,8 +177,12 @@ def constrained(w: Wheel) -> dict[str, dict[str, str]]:
     for arch in sorted(wanted):
         bad: dict[str, str] = {}
         if arch in mla_archs:
-            bad.update({b: "raises for MLA models (layers/attention/attention_registry.py)"
-                        for b, rule in mla_rules.items() if rule == "non-MLA only"})
+            for b, rule in mla_rules.items():
+                if rule == "non-MLA only":
+                    bad[b] = "raises for MLA models (layers/attention/attention_registry.py)"
+                elif rule.startswith("non-MLA only on SM"):
+                    major = rule.removeprefix("non-MLA only on SM").removesuffix("x")
+                    bad[f"{b}@{major}"] = f"asserts {b} on SM{major}x only for non-MLA models (attention_registry.py)"
         if arch in asserted:
             allowed, where = asserted[arch]
             bad.update({b: f"{arch} asserts one of {', '.join(sorted(allowed))} ({where})"
@@ -213,11 +217,51 @@ def test_plans_for_mla_and_gpt_oss_models_pass_a_backend_the_wheel_accepts(p: Pi
                 planned += 1
                 used = {u.value for s in plan.servers for u in pairs(s.args, s.name)
                         if u.flag == "--attention-backend"}
-                for b in sorted(used & set(bad)):
-                    how = f"attention_backend: {chosen}" if chosen else "by default"
-                    problems.append(f"{arch} on compute capability {cc}: the plan passes --attention-backend {b} "
-                                    f"({how}), but sglang {p.version} {bad[b]}")
+                major = cc.split(".")[0]
+                for b in sorted(used):
+                    why = bad.get(b) or bad.get(f"{b}@{major}")
+                    if why:
+                        how = f"attention_backend: {chosen}" if chosen else "by default"
+                        problems.append(f"{arch} on compute capability {cc}: the plan passes --attention-backend {b} "
+                                        f"({how}), but sglang {p.version} {why}")
     with capsys.disabled():
         print(f"\n[wheel-asserts] {p.id}: {len(rules)} constrained architectures "
               f"({', '.join(sorted(rules))}); {planned} plans checked, {refused} refused")
+    assert not problems, f"pin set {p.id} (sglang {p.version}):\n  " + "\n  ".join(dict.fromkeys(problems))
+
+
+@pytest.mark.parametrize("p", SGLANG, ids=[p.id for p in SGLANG])
+def test_hybrid_gdn_rows_stay_inside_the_wheels_blackwell_assert(p: Pinset, capsys):
+    """gpus.yml's hybrid_gdn rows, and the plans for hybrid GDN families on Blackwell, use only the
+    backends the wheel asserts for hybrid GDN models on Blackwell (SM100 and SM120 lists)."""
+    asserted = wheel_of(p).hybrid_gdn_blackwell()
+    assert set(asserted) == {"sm100", "sm120"}, f"the reader found {sorted(asserted)} in sglang {p.version}"
+    hybrid = [f for f in KB.families if f.hybrid_gdn and f.architectures]
+    problems, checked = [], 0
+    for gpu in (a for a in KB.archs if a.cc_major in (10, 12)):
+        allowed, where = asserted["sm120" if gpu.cc_major == 12 else "sm100"]
+        for row in (h for h in gpu.hybrid_gdn if versions.matches(p.version, h.engine or None)):
+            for b in sorted({*row.allowed, *([row.default] if row.default else [])} - allowed):
+                problems.append(f"gpus.yml archs[{gpu.cc}].hybrid_gdn {row.engine}: {b}, but sglang {p.version} "
+                                f"asserts one of {', '.join(sorted(allowed))} for hybrid GDN models ({where})")
+        if gpu.cc not in SHAPES:
+            continue
+        for fam in hybrid:
+            facts = model_facts(gpu.cc, fam.architectures[0], True)
+            for chosen in [None, *gpu.attention_allowed]:
+                variables = {"pinset": p.id, **({"attention_backend": chosen} if chosen else {})}
+                try:
+                    plan = resolve(facts, variables)
+                except ResolveError:
+                    continue
+                checked += 1
+                used = {u.value for s in plan.servers for u in pairs(s.args, s.name) if u.flag == "--attention-backend"}
+                for b in sorted(used - allowed):
+                    problems.append(f"{fam.id} on compute capability {gpu.cc}: the plan passes --attention-backend {b}"
+                                    f" ({'attention_backend: ' + chosen if chosen else 'by default'}), but sglang "
+                                    f"{p.version} asserts one of {', '.join(sorted(allowed))} ({where})")
+    with capsys.disabled():
+        print(f"\n[wheel-asserts] {p.id}: hybrid GDN on Blackwell: SM100 {sorted(asserted['sm100'][0])}, "
+              f"SM120 {sorted(asserted['sm120'][0])}; {checked} plans of {len(hybrid)} families checked")
+    assert checked, "no hybrid GDN plan resolved on a Blackwell GPU: the check checked nothing"
     assert not problems, f"pin set {p.id} (sglang {p.version}):\n  " + "\n  ".join(dict.fromkeys(problems))
