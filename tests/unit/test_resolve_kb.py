@@ -69,12 +69,15 @@ def test_every_sglang_pinset_has_every_versioned_flag():
                 assert any(versions.matches(p.version, r.engine) for r in rows), (p.id, o.name)
 
 
-def test_pinset_gpu_floors_follow_the_driver_rule():
-    """facts §4.3: cu130 => driver >= 580, cu129 => >= 575, cu128 => >= 570."""
-    floor = {"13.0": "580", "12.9": "575", "12.8": "570"}
+def test_pinset_driver_floors_follow_nvidias_compatibility_table():
+    """driver_native: facts §4.3 (cu130 => 580, cu129 => 575, cu128 => 570); driver_min: minor version
+    compatibility (CUDA 12.x >= 525, 13.x >= 580, docs.nvidia.com/deploy/cuda-compatibility)."""
+    native = {"13.0": "580", "12.9": "575", "12.8": "570"}
+    compat = {13: "580", 12: "525"}
     for p in load().pinsets:
         if p.torch_cuda:
-            assert p.driver_min == floor[p.torch_cuda], p.id
+            assert p.driver_native == native[p.torch_cuda], p.id
+            assert p.driver_min == compat[p.cuda_major], p.id
 
 
 def test_gpu_name_patterns_agree_with_the_facts_compute_capability_table():

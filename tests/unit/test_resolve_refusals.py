@@ -19,24 +19,25 @@ def refused(facts, variables=None) -> ResolveError:
     return info.value
 
 
-def test_driver_57086_on_sm120_names_every_floor_and_the_upgrade():
-    err = refused(field_notes(driver=Driver("570.86.10", "12.8")))
-    assert err.message.startswith("driver 570.86.10 < 575 needed by every SGLang pin set that runs "
+def test_driver_565_on_sm120_is_below_blackwells_own_floor():
+    err = refused(field_notes(driver=Driver("565.57.01", "12.7")))
+    assert err.message.startswith("driver 565.57.01 < 570 needed by every SGLang pin set that runs "
                                   "Qwen3.6-27B (Qwen3_5ForConditionalGeneration) on compute capability 12.0")
-    assert "cu13-latest, cu13-b, cu13-a need 580" in err.message and "cu12-legacy needs 575" in err.message
-    assert "upgrade the host's NVIDIA driver to >= 575 (>= 580 for the CUDA 13 pin sets)" in err.hint
-    # cu12-legacy-cu128 would fit the driver, but its CUDA 12.8 nvcc cannot JIT flashinfer on SM 12.x
-    assert "cu12-legacy-cu128" not in err.hint
-    assert "cu12-legacy-cu128" not in err.message
+    assert "cu13-latest, cu13-b, cu13-a need 580" in err.message and "cu12-legacy needs 570" in err.message
+    assert "upgrade the host's NVIDIA driver to >= 570 (>= 580 for the CUDA 13 pin sets)" in err.hint
     assert err.target == "kpro6/200"
 
 
-def test_driver_57086_on_hopper_offers_the_unconfirmed_cu128_pinset():
-    err = refused(replace(h200(), driver=Driver("570.86.10", "12.8")))
-    assert "driver 570.86.10 < 575" in err.message
-    assert "or set pinset: cu12-legacy-cu128" in err.hint and "unconfirmed" in err.hint
-    plan = resolve(replace(h200(), driver=Driver("570.86.10", "12.8")), {"pinset": "cu12-legacy-cu128"})
-    assert plan.pinset_status == "unconfirmed" and any("cu12-legacy-cu128" in w for w in plan.warnings)
+def test_cuda13_below_580_is_refused_where_no_cuda12_stack_exists():
+    """GB10 needs a CUDA 13 stack (cu130 wheels for sm121a), and CUDA 13.x needs a driver >= 580."""
+    err = refused(on("gb10-x1", system=replace(KPRO6_CT, arch="aarch64"), driver=Driver("575.64.03", "12.9")))
+    assert "driver 575.64.03 < 580" in err.message and "upgrade the host's NVIDIA driver to >= 580" in err.hint
+
+
+def test_driver_below_the_cuda12_compatibility_floor():
+    err = refused(on("a100-x2-mig", driver=Driver("520.61.05", "11.8")))
+    assert err.message.startswith("driver 520.61.05 < 525 needed by every SGLang pin set")
+    assert "cu12-legacy needs 525" in err.message
 
 
 def test_a_chosen_cuda13_pinset_on_driver_575_says_which_pinset_fits_instead():

@@ -52,12 +52,13 @@ class Pinset:
     python_max: str
     glibc_min: str | None
     machines: tuple[str, ...]
-    driver_min: str | None
+    driver_min: str | None          # runs at all (minor version compatibility floor)
     spec_v2_default: bool | None
     uninstall_after: tuple[str, ...]
     unconfirmed: tuple[str, ...]
     source: str
     where: str
+    driver_native: str | None = None  # the driver's own CUDA is at least torch's from here on
 
     @property
     def cuda_major(self) -> int | None:

@@ -137,8 +137,8 @@ def _package(r: Reader, indexes: dict[str, Index]) -> Package:
 
 def _pinset(r: Reader, indexes: dict[str, Index]) -> Pinset:
     r.only({"id", "engine", "version", "status", "opt_in", "packages", "torch", "kernel", "flashinfer", "python",
-            "glibc_min", "machines", "driver_min", "pip_cccl", "spec_v2_default", "uninstall_after", "unconfirmed",
-            "source"})
+            "glibc_min", "machines", "driver_min", "driver_native", "pip_cccl", "spec_v2_default", "uninstall_after",
+            "unconfirmed", "source"})
     engine = r.text("engine")
     if engine not in ENGINES:
         raise r.fail("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
@@ -163,7 +163,7 @@ def _pinset(r: Reader, indexes: dict[str, Index]) -> Pinset:
         glibc_min=_opt_version(r, "glibc_min"), machines=r.strings("machines"),
         driver_min=_opt_version(r, "driver_min"), spec_v2_default=r.get("spec_v2_default", bool, None),
         uninstall_after=r.strings("uninstall_after", ()), unconfirmed=r.strings("unconfirmed", ()),
-        source=r.source(), where=r.where(),
+        source=r.source(), where=r.where(), driver_native=_opt_version(r, "driver_native"),
     )
 
 

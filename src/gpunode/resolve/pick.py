@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import attention, versions
+from gpunode.resolve import attention, driver, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -50,11 +50,9 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
             out.append(Blocked("gpu", f"compute capability {arch.cc} needs a CUDA {arch.requires_cuda_major} stack",
                                p.torch_cuda, str(arch.requires_cuda_major)))
     drv = facts.driver.version
-    floors = [f for f in (p.driver_min, gpus.arch.min_driver if gpus else None) if f]
-    if gpus is not None and p.torch_cuda and drv and floors:
-        need = max(floors, key=versions.parse)
-        if not versions.at_least(drv, need):
-            out.append(Blocked("driver", f"driver {drv} < {need} (CUDA {p.torch_cuda})", drv, need))
+    dfloor = driver.floor(p, gpus)
+    if gpus is not None and p.torch_cuda and drv and dfloor and not versions.at_least(drv, dfloor.need):
+        out.append(Blocked("driver", f"driver {drv} < {dfloor.need} ({dfloor.why})", drv, dfloor.need))
     if sysf.glibc and p.glibc_min and not versions.at_least(sysf.glibc, p.glibc_min):
         out.append(Blocked("glibc", f"glibc {sysf.glibc} < {p.glibc_min}", sysf.glibc, p.glibc_min))
     if _python(p, facts, choices) is None:
@@ -119,15 +117,45 @@ def pick(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule
          trail: Trail) -> Picked:
     pool = candidates(kb, engine, choices, facts.target)
     results = [(p, checks(p, facts, gpus, rule, choices)) for p in pool]
-    skipped: list[tuple[str, Blocked]] = []
-    for p, blocked in results:
-        if not blocked:
-            py = _python(p, facts, choices)
-            assert py is not None
-            _record(p, py, skipped, facts, choices, trail)
-            return Picked(p, py, tuple(skipped))
-        skipped.append((p.id, blocked[0]))
-    raise refusal(kb, engine, facts, gpus, rule, choices, results)
+    fits = [p for p, blocked in results if not blocked]
+    if not fits:
+        raise refusal(kb, engine, facts, gpus, rule, choices, results)
+    # NVIDIA's compatibility guide: minor version compatibility runs with a limited
+    # feature set, so a pin set the driver supports natively comes first.
+    chosen = next((p for p in fits if driver.native(p, facts.driver.version) is not False), fits[0])
+    skipped = [(p.id, bl[0]) for p, bl in results[:[x for x, _ in results].index(chosen)] if bl]
+    passed_over = [p for p in fits if p is not chosen and pool.index(p) < pool.index(chosen)]
+    py = _python(chosen, facts, choices)
+    assert py is not None
+    _record(chosen, py, skipped, facts, choices, trail)
+    _record_driver(kb, chosen, passed_over, facts, gpus, choices, rule, trail)
+    return Picked(chosen, py, tuple(skipped))
+
+
+def _record_driver(kb: KB, p: Pinset, passed_over: list[Pinset], facts: Facts, gpus: GpuSet | None,
+                   choices: Choices, rule: ModelRule, trail: Trail) -> None:
+    drv = facts.driver.version
+    is_native = driver.native(p, drv)
+    if gpus is None or is_native is None:
+        return
+    fact = f"driver.version={drv}; driver.cuda={facts.driver.cuda}; {p.id} is CUDA {p.torch_cuda}"
+    if is_native:
+        why = f"driver {drv} >= {p.driver_native}, so it supports CUDA {p.torch_cuda} natively"
+        if passed_over:
+            why += ("; preferred over " + ", ".join(x.id for x in passed_over)
+                    + ", which would run only through minor version compatibility")
+        trail.decide("driver compatibility", "native", why, fact=fact, rule=p.where,
+                     source=f"facts §4.3; {driver.COMPAT_URL}")
+        return
+    trail.decide("driver compatibility", "minor version compatibility", driver.compat_reason(p, facts, gpus),
+                 fact=fact, rule=p.where, source=f"{driver.COMPAT_URL}; facts §4.3")
+    trail.warn(f"{p.id} (CUDA {p.torch_cuda}) runs on driver {drv} through CUDA minor version compatibility "
+               f"(no JIT of PTX newer than the driver's CUDA); a driver >= {p.driver_native} supports it natively")
+    free = Choices(**{**choices.__dict__, "pinset": None, "engine_version": None})
+    for x in kb.pinsets:
+        if (x.opt_in and x.engine == p.engine and driver.native(x, drv)
+                and not checks(x, facts, gpus, rule, free)):
+            trail.warn(f"pinset: {x.id} ({x.status}) would run natively on driver {drv} (CUDA {x.torch_cuda})")
 
 
 def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts, choices: Choices,
