@@ -42,6 +42,8 @@ class Choices:
     mtp: str = "auto"
     python: str | None = None
     venv_root: str = "/opt/gpunode/venvs"
+    # the cuda_fixes role's default; the servers' FLASHINFER_WORKSPACE_BASE points here
+    cuda_jit_cache: str = "/var/cache/gpunode/jit"
     kv_cache_bytes: int = 268435456
     max_num_seqs: int = 64
 
@@ -79,7 +81,8 @@ def from_vars(variables: dict[str, Any]) -> Choices:
     if "engine" in v:
         kw["engine"] = _str("engine", v["engine"], ENGINES)
     for key in ("pinset", "engine_version", "router_host", "router_policy", "host", "served_model_name",
-                "model_name", "model_path", "attention_backend", "mamba_strategy", "venv_root"):
+                "model_name", "model_path", "attention_backend", "mamba_strategy", "venv_root",
+                "cuda_jit_cache"):
         if key in v:
             kw[key] = _str(key, v[key])
     if "python" in v:

@@ -54,7 +54,8 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
         trail.warn(f"the system toolkit at {tk.cuda_home} has CCCL {fixes.toolkit_cccl(p, tk, kb)}, older than "
                    f"flashinfer {p.flashinfer.version if p.flashinfer else ''}'s vendored copy; SGLang's own JIT "
                    "does not add flashinfer's copy, so a kernel that includes flashinfer headers may fail")
-    planned, fix_env = fixes.plan_fixes(kb, ctx, fixes.values(facts, p, tk, venv, py, kb), trail)
+    names = fixes.values(facts, p, tk, venv, py, kb, choices.cuda_jit_cache)
+    planned, fix_env = fixes.plan_fixes(kb, ctx, names, trail)
     env.update(fix_env)
     if tk.kind == "system" and tk.cuda_home:
         env["CUDA_HOME"] = tk.cuda_home

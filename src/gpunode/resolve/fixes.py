@@ -66,10 +66,12 @@ def context(facts: Facts, gpus: GpuSet | None, p: Pinset, toolkit: Toolkit, rule
     }
 
 
-def values(facts: Facts, p: Pinset, toolkit: Toolkit, venv: str, python: str, kb: KB) -> dict[str, Any]:
+def values(facts: Facts, p: Pinset, toolkit: Toolkit, venv: str, python: str, kb: KB,
+           jit_cache: str = "/var/cache/gpunode/jit") -> dict[str, Any]:
     """What `{name}` placeholders in fixes.yml stand for."""
     return {
         "venv": venv,
+        "jit_cache": jit_cache,
         "python": python,
         "site_packages": site_packages(venv, python),
         "cuda_home": toolkit.cuda_home,
