@@ -1,7 +1,8 @@
 """Roles: which steps, in what order, with which variables.
 
 Each role lives in roles/<name>/ with role.py (`build(ctx) -> list[RolePlan]`),
-defaults.yml (its public variables, each commented) and README.md. The order
+defaults.yml (its public variables, each commented), types.yml (their types,
+checked by varspec.py) and README.md. The order
 below is the provisioning order; DEPENDS says what `--only` checks is already
 in place before it runs a role alone.
 """
