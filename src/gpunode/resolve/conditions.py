@@ -20,6 +20,7 @@ KEYS: dict[str, str] = {
     "quantization": "one",
     "in_container": "bool",
     "jit_toolkit": "one",
+    "torch_cuda_major": "one",
     "cccl_behind": "bool",
     "kernel_links_libnuma": "bool",
     "libnuma": "bool",

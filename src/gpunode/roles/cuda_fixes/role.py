@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpunode.engine import RolePlan
 from gpunode.roles.context import RoleContext
 from gpunode.steps.cuda import LibcudaLink
-from gpunode.steps.files import Directory
+from gpunode.steps.files import Directory, Symlink
 from gpunode.steps.trees import Absent, Overlay
 
 # Kinds handled elsewhere: pip_* in the engine venv, apt_install in base, env in the plan's environment.
@@ -28,6 +28,9 @@ def build(ctx: RoleContext) -> list[RolePlan]:
             if action["kind"] == "overlay_tree":
                 steps.append(Overlay(dest=action["into"], sources=list(action["contents_of"]),
                                      label=f"{fix.id}: overlay onto {action['into']}"))
+            elif action["kind"] == "link":
+                steps.append(Symlink(path=action["path"], target=action["target"],
+                                     label=f"{fix.id}: {action['path']} -> {action['target']}"))
             elif action["kind"] == "remove_tree":
                 steps.append(Absent(path=action["path"], label=f"{fix.id}: remove {action['path']}"))
     return [RolePlan("cuda_fixes", steps)]
