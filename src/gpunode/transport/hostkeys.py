@@ -2,7 +2,8 @@
 
 Fabric's Connection installs paramiko's AutoAddPolicy, which trusts any key.
 gpunode replaces it with a policy that refuses unknown keys and shows their
-SHA256 fingerprint; trusting a key is the explicit `inv hostkeys.trust`.
+SHA256 fingerprint; trusting a key is the explicit `inv hostkeys.trust`. The same holds
+for every ProxyJump hop on the way, and a key listed `@revoked` is refused everywhere.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import paramiko
 
+from gpunode.durable import locked, write_atomic
 from gpunode.errors import HostKeyError
+from gpunode.transport import known_hosts
 
 
 def default_known_hosts() -> Path:
@@ -33,17 +36,43 @@ def known_hosts_name(address: str, port: int) -> str:
     return address if port == 22 else f"[{address}]:{port}"
 
 
-class RefuseUnknown(paramiko.MissingHostKeyPolicy):
-    """Accept a key only when it matches the pinned fingerprint; otherwise refuse, showing it."""
+def trust_hint(host: str, hop: str | None, known: Path) -> str:
+    check = "check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), then run "
+    if hop:
+        return check + f"`inv hostkeys.trust --hop {hop} --known-hosts {known}` to trust the jump host"
+    return check + f"`inv hostkeys.trust --host {host}` or pin host_key in the inventory"
 
-    def __init__(self, host: str, pinned: str | None):
+
+def revoked_error(where: str, key: paramiko.PKey, host: str) -> HostKeyError:
+    return HostKeyError(
+        f"host key of {where} is REVOKED in known_hosts: {key.get_name()} {fingerprint(key)}",
+        target=host,
+        hint="a revoked key is never accepted: the host must get a new key, which you then trust",
+    )
+
+
+class RefuseUnknown(paramiko.MissingHostKeyPolicy):
+    """Accept a key only when it matches the pinned fingerprint; otherwise refuse, showing it.
+
+    `hop` names a ProxyJump hop (user@address:port): its key is checked like the host's,
+    and the hint says how to trust the hop itself.
+    """
+
+    def __init__(self, host: str, pinned: str | None, revoked: frozenset[bytes] = frozenset(),
+                 hop: str | None = None, known: Path | None = None):
         self.host = host
         self.pinned = pinned
+        self.revoked = revoked
+        self.hop = hop
+        self.known = known or default_known_hosts()
         self.seen: paramiko.PKey | None = None
 
     def missing_host_key(self, client, hostname, key):  # noqa: ANN001 - paramiko's signature
         self.seen = key
         got = fingerprint(key)
+        what = f"jump host {self.hop}" if self.hop else hostname
+        if key.asbytes() in self.revoked:
+            raise revoked_error(what, key, self.host)
         if self.pinned:
             if got == self.pinned:
                 return
@@ -53,10 +82,9 @@ class RefuseUnknown(paramiko.MissingHostKeyPolicy):
                 hint="if the host was reinstalled, update host_key in the inventory; otherwise do not connect",
             )
         raise HostKeyError(
-            f"unknown host key for {hostname}: {key.get_name()} {got}",
+            f"unknown host key for {what}: {key.get_name()} {got}",
             target=self.host,
-            hint=f"check the fingerprint on the host (ssh-keygen -lf /etc/ssh/ssh_host_*_key.pub), "
-            f"then run `inv hostkeys.trust --host {self.host}` or pin host_key in the inventory",
+            hint=trust_hint(self.host, self.hop, self.known),
         )
 
 
@@ -71,15 +99,19 @@ class Capture(paramiko.MissingHostKeyPolicy):
         raise paramiko.SSHException("captured host key")
 
 
-def remember(path: Path, address: str, port: int, key: paramiko.PKey) -> None:
-    """Append (or replace) the entry for address:port in a known_hosts file, atomically."""
+def remember(path: Path, address: str, port: int, key: paramiko.PKey) -> list[str]:
+    """Trust `key` alone for address:port in a known_hosts file, atomically.
+
+    Only the lines naming that host change (an alias on a shared line keeps its key);
+    comments, markers, other hosts and key types paramiko cannot read stay byte for byte.
+    Returns one sentence per change.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    hosts = paramiko.HostKeys()
-    if path.exists():
-        hosts.load(str(path))
-    name = known_hosts_name(address, port)
-    hosts.pop(name, None)
-    hosts.add(name, key.get_name(), key)
-    tmp = path.with_suffix(".tmp")
-    hosts.save(str(tmp))
-    os.replace(tmp, path)
+    with locked(path, wait=True):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        new, changes = known_hosts.replace_host(data, known_hosts_name(address, port), key)
+        write_atomic(path, new, mode=0o600)
+    return changes

@@ -20,8 +20,15 @@ from fabric import Connection
 
 from gpunode import shell
 from gpunode.errors import ConnectError, HostKeyError
+from gpunode.transport import known_hosts
 from gpunode.transport.base import CHUNK, Held, Stdin, Transport, feed
-from gpunode.transport.hostkeys import RefuseUnknown, default_known_hosts
+from gpunode.transport.hostkeys import (
+    RefuseUnknown,
+    default_known_hosts,
+    fingerprint,
+    revoked_error,
+    trust_hint,
+)
 
 
 @dataclass(frozen=True)
@@ -63,29 +70,34 @@ class SshTransport(Transport):
             kwargs["key_filename"] = [str(Path(s.key_file).expanduser())]
         conn = Connection(s.address, user=s.user, port=s.port, connect_timeout=s.connect_timeout,
                           connect_kwargs=kwargs)
-        client = conn.client
-        client._host_keys.clear()  # Fabric may have preloaded; we choose the sources below
         files = [Path(p).expanduser() for p in s.known_hosts] or [
             Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
-        for path in files:
-            if path.exists():
-                _merge(client, path)
-        policy = RefuseUnknown(s.name, s.host_key)
+        trusted = known_hosts.load(files)
+        revoked = frozenset(trusted.revoked)
+        writable = files[0] if s.known_hosts else default_known_hosts()
+        client = conn.client
+        client._host_keys = trusted.host_keys  # Fabric may have preloaded; these files decide
+        policy = RefuseUnknown(s.name, s.host_key, revoked, known=writable)
         client.set_missing_host_key_policy(policy)
+        guard_hops(conn, trusted, s.name, writable)
         where = f"{s.user}@{s.address}:{s.port}"
         try:
             conn.open()
         except HostKeyError:
+            close_chain(conn)
             raise
         except paramiko.BadHostKeyException as exc:
-            from gpunode.transport.hostkeys import fingerprint
-
+            close_chain(conn)
+            hop = _hop_named(conn, exc.hostname)
+            what = f"jump host {hop}" if hop else where
+            if exc.key.asbytes() in revoked:
+                raise revoked_error(what, exc.key, s.name) from None
             raise HostKeyError(
-                f"host key of {where} CHANGED: now {exc.key.get_name()} {fingerprint(exc.key)}, "
+                f"host key of {what} CHANGED: now {exc.key.get_name()} {fingerprint(exc.key)}, "
                 f"known as {fingerprint(exc.expected_key)}",
                 target=s.name,
                 hint="someone may be intercepting the connection; if the host was reinstalled, "
-                f"run `inv hostkeys.trust --host {s.name}` after checking the new fingerprint",
+                f"{trust_hint(s.name, hop, writable)} after checking the new fingerprint",
             ) from None
         except paramiko.AuthenticationException as exc:
             raise ConnectError(
@@ -101,11 +113,9 @@ class SshTransport(Transport):
             ) from None
         if s.host_key and policy.seen is None:
             # The key came from known_hosts; still honour the pin.
-            from gpunode.transport.hostkeys import fingerprint
-
             got = fingerprint(client.get_transport().get_remote_server_key())
             if got != s.host_key:
-                conn.close()
+                close_chain(conn)
                 raise HostKeyError(f"host key of {where} is {got}, but the inventory pins {s.host_key}",
                                    target=s.name, hint="update host_key in the inventory once verified")
         client.get_transport().set_keepalive(15)
@@ -119,7 +129,7 @@ class SshTransport(Transport):
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
+                close_chain(self._conn)
                 self._conn = None
 
     def drop(self) -> None:
@@ -232,11 +242,38 @@ class SshTransport(Transport):
             except (OSError, EOFError, paramiko.SSHException):
                 pass
 
-        return Held(first_line=line, _close=close)
+        return Held(first_line=line, close_chain=close)
 
 
-def _merge(client: paramiko.SSHClient, path: Path) -> None:
-    extra = paramiko.HostKeys(str(path))
-    for host, keys in extra.items():
-        for kind, key in keys.items():
-            client._host_keys.add(host, kind, key)
+
+def guard_hops(conn: Connection, trusted: known_hosts.Trust, name: str, writable: Path) -> None:
+    """Check every ProxyJump hop's key like the host's.
+
+    A ProxyJump in ~/.ssh/config makes Fabric build a Connection per hop, each with
+    AutoAddPolicy: without this, a hop's key would be trusted whatever it is.
+    """
+    hop = conn.gateway
+    while isinstance(hop, Connection):
+        label = f"{hop.user}@{hop.host}:{hop.port}"
+        hop.client._host_keys = trusted.host_keys
+        hop.client.set_missing_host_key_policy(
+            RefuseUnknown(name, None, frozenset(trusted.revoked), hop=label, known=writable))
+        hop = hop.gateway
+
+
+def _hop_named(conn: Connection, hostname: str) -> str | None:
+    """user@address:port of the hop paramiko names by address, None when it is the host."""
+    hop = conn.gateway
+    while isinstance(hop, Connection):
+        if hop.host == hostname:
+            return f"{hop.user}@{hop.host}:{hop.port}"
+        hop = hop.gateway
+    return None
+
+
+def close_chain(conn: Connection) -> None:
+    """Close a connection and its ProxyJump hops (Fabric's close leaves the hops open)."""
+    hop: object = conn
+    while isinstance(hop, Connection):
+        hop.close()
+        hop = hop.gateway
