@@ -100,7 +100,7 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
             mark = getattr(exc, "problem_mark", None)
             at = f" at character {mark.column + 1}" if mark is not None else ""
             # PyYAML quotes what it found; keep single characters, never a longer part of the value.
-            problem = re.sub(r"'(?!<stream end>')[^']{2,}'", "'...'", getattr(exc, "problem", None) or "not valid YAML")
+            problem = re.sub(r"'[^'\s]{2,}'", "'...'", getattr(exc, "problem", None) or "not valid YAML")
             raise InventoryError(f"--set {key}=...: the value is not valid YAML ({problem}{at})",
                                  hint=f"quote it as text (--set '{key}=\"...\"') or fix the brackets; "
                                  "lists are written [0, 1]") from None
