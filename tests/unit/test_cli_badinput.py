@@ -73,9 +73,9 @@ ROWS = [
     ("set-secret-bad-tag", {}, [*PROVISION, "--set", f"hf_token=!{SECRET} x"], ["--set hf_token=..."]),
     ("set-not-a-name", {}, [*PROVISION, "--set", "a b=1"], ["'a b' is not a variable name"]),
     ("extra-args-unclosed-quote", {}, ["resolve", "--facts", str(H200), "--set", f'extra_args=--api-key "{SECRET}'],
-     ["variable extra_args cannot be split", "No closing quotation"]),
+     ["variable extra_args=... (from --set) cannot be split", "No closing quotation"]),
     ("extra-args-unclosed-quote-inventory",
-     inv(GOOD.replace("model_source: /mnt/models/m", "model_source: /mnt/models/m, extra_args: \"--k 'v\"")),
+     inv(GOOD.replace("model_source: /mnt/models/m", f"model_source: /mnt/models/m, extra_args: \"--k '{SECRET}\"")),
      PROVISION, ["extra_args", "inv/hosts.yml:8", "No closing quotation"]),
     # --- files that are not text -------------------------------------------------------------
     ("inventory-binary", {"inv/hosts.yml": b"hosts:\n  lab: {}\x00\x7fELF"}, PROVISION,
@@ -154,6 +154,8 @@ ROWS = [
     # --- role variables (the helper "units" typed them; here they go through the CLI) -------------
     ("set-gpus-bool-negative", {}, [*PROVISION, "--set", "gpus=[true, -1]"], ["variable gpus=", "--set"]),
     ("set-gpus-with-a-word", {}, [*PROVISION, "--set", "gpus=0,x,1"], ["variable gpus='0,x,1'"]),
+    ("resolve-set-gpus-with-a-word", {}, ["resolve", "--facts", str(H200), "--set", "gpus=0,x,1"],
+     ["variable gpus='0,x,1' (from --set)"]),
     ("base-port-past-65535", {"snap": ("copy", H200), "snap/nvidia_query.txt": ("copy", X8 / "query-gpu.csv"),
                               "snap/nvidia_smi.txt": ("copy", X8 / "nvidia-smi.txt")},
      [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "base_port=65535"],

@@ -214,5 +214,7 @@ def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None
             checker(spec)(value)
         except Bad as exc:
             where = origins.get(name) or f"roles/{role}/defaults.yml"
-            raise InventoryError(f"variable {name}={value!r} (from {where}) {exc}; expected {describe(spec)}",
+            # Arguments may carry an API key (--api-key ...): name them, do not print them.
+            shown = f"{name}=..." if spec == "args" else f"{name}={value!r}"
+            raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
                                  target=target, hint=f"fix {name} at {where}") from None
