@@ -186,7 +186,7 @@ def test_a_second_concurrent_run_is_refused_and_told_who_holds_the_lock(fresh):
     other_host = SshTransport(lab_settings(name="other-workstation"))
     other = PctTransport(other_host, VMID, pct=str(paths.PCT), host_name="lab")
     owner = Owner(user="alice", workstation="ws-alice", pid=4242, started="2026-12-02T12:00:00Z",
-                  command="inv provision --host lab --ct 210", run_id="run-alice")
+                  task="inv provision", run_id="run-alice")
     refused: list = []
 
     def emit(item) -> None:
@@ -202,5 +202,5 @@ def test_a_second_concurrent_run_is_refused_and_told_who_holds_the_lock(fresh):
     (second,) = refused
     assert isinstance(second.exc, LockError)
     assert ("lab/210 is locked by another gpunode run: alice@ws-alice (pid 4242, run run-alice, "
-            "since 2026-12-02T12:00:00Z): inv provision --host lab --ct 210") in second.error
+            "since 2026-12-02T12:00:00Z): inv provision") in second.error
     assert second.changed == 0 and second.skipped == 8 and second.round_trips == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpunode.cli.common import load_inventory, select_targets, task
 from gpunode.cli.session import Session
 from gpunode.engine import DEFAULT_STATE_DIR, break_lock
+from gpunode.secrets import redact
 
 
 @task(help={"host": "inventory host", "ct": "container vmid on that host", "inventory": "inventory folder or file"})
@@ -13,7 +14,8 @@ def unlock(c, host=None, ct=None, inventory=None):
     inv = load_inventory(inventory)
     with Session() as session:
         for target in select_targets(inv, host, ct, None, {}):
-            print(break_lock(session.transport(target), DEFAULT_STATE_DIR))
+            # redact: a record left by an older gpunode may still hold a registered secret.
+            print(redact(break_lock(session.transport(target), DEFAULT_STATE_DIR)))
 
 
 ns = unlock

@@ -4,7 +4,11 @@ A small shell on the target takes `flock` on <state_dir>/lock and then just
 reads its stdin. The lock lives exactly as long as that shell: releasing
 closes its stdin; a crashed run or a dropped SSH connection closes it too, so
 a dead run never leaves the target locked. The holder writes who it is next
-to the lock (lock.owner: "<pid on target> <owner json>").
+to the lock (lock.owner: "<pid on target> <owner json>", mode 0600). The owner
+record says who, where, when and which task, never the command line's values:
+those can be secrets (`--set hf_token=...`), and the record travels in the lock
+shell's argv (`ps` on the target and the Proxmox host) and into a second
+operator's "locked by" error.
 
 Check runs take the lock shared and write nothing: they may run side by side,
 but never while an applying run holds it, and they do not create the state
@@ -18,6 +22,7 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -30,6 +35,7 @@ from gpunode.transport.base import Held, Transport
 # /proc/<pid>/cmdline before it kills anything.
 _EXCLUSIVE = """# gpunode-lock
 d=$1
+umask 077
 mkdir -p "$d" 2>/dev/null || { echo "ERROR cannot create $d"; exit 0; }
 exec 9>>"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
 if ! flock -n -x 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
@@ -92,25 +98,40 @@ def lost_error(target: str, state_dir: str) -> LockError:
     )
 
 
+_TASK_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,40}")
+
+
+def task_of(argv: list[str]) -> str:
+    """'inv provision' from ['/x/.venv/bin/inv', 'provision', '--set', 'hf_token=...']: the program
+    and the task names before the first option, never an option or its value."""
+    words = [os.path.basename(argv[0]) if argv else "?"]
+    for word in argv[1:4]:
+        if not _TASK_WORD.fullmatch(word):
+            break
+        words.append(word)
+    return " ".join(words)
+
+
 @dataclass(frozen=True)
 class Owner:
-    """Who runs gpunode: written next to the lock and into every journal line."""
+    """Who runs gpunode (user, workstation, pid, start time, task, run id): written next to the
+    lock and, as user@workstation, into every journal line. No command-line values."""
 
     user: str
     workstation: str
     pid: int
     started: str
-    command: str
+    task: str
     run_id: str
 
     @classmethod
-    def current(cls, run_id: str, command: str | None = None) -> Owner:
+    def current(cls, run_id: str, task: str | None = None) -> Owner:
         return cls(
             user=getpass.getuser(),
             workstation=socket.gethostname(),
             pid=os.getpid(),
             started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            command=command if command is not None else " ".join(sys.argv),
+            task=task if task is not None else task_of(sys.argv),
             run_id=run_id,
         )
 
@@ -123,13 +144,16 @@ class Owner:
         pid_text, _, rest = line.strip().partition(" ")
         try:
             data = json.loads(rest)
+            if isinstance(data, dict) and "command" in data and "task" not in data:
+                # Written by an older gpunode: its full command line may hold secrets.
+                data["task"] = task_of(str(data.pop("command")).split())
             return int(pid_text), cls(**data)
         except (ValueError, TypeError):
             return None, None
 
     def describe(self) -> str:
         return (f"{self.user}@{self.workstation} (pid {self.pid}, run {self.run_id}, "
-                f"since {self.started}): {self.command}")
+                f"since {self.started}): {self.task}")
 
 
 class TargetLock:
@@ -169,7 +193,8 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
         raise LockError(
             f"{target.name} is locked by another gpunode run: {who}{where}",
             target=target.name,
-            evidence=f"{state_dir}/lock.owner: {rest or '(empty)'}",
+            # The parsed record only: an older gpunode's raw line may hold a command line's secrets.
+            evidence="" if holder else f"{state_dir}/lock.owner: {'(unreadable)' if rest else '(empty)'}",
             hint="wait for that run to finish; a run that died releases the lock by itself. If it hangs "
             "on a half-open connection, break the lock (gpunode.engine.lock.break_lock)",
         )
