@@ -40,6 +40,7 @@ class Option:
     unreadable: str | None              # why choices could not be read
     takes_value: bool
     where: str                          # module:line in the wheel
+    kind: str = ""                      # the value's type as written: "int", "float", "str", ""
 
 
 class Wheel:
@@ -178,7 +179,8 @@ class Wheel:
         nargs = kw.get("nargs")
         takes = not any(a in action for a in NO_VALUE_ACTIONS) and not (
             isinstance(nargs, ast.Constant) and nargs.value == 0)
-        return Option(names, choices, why, takes, f"{SERVER_ARGS}:{call.lineno}")
+        kind = ast.unparse(kw["type"]) if "type" in kw else ""
+        return Option(names, choices, why, takes, f"{SERVER_ARGS}:{call.lineno}", kind)
 
     def _choices(self, node: ast.AST | None, module: str, local: list[ast.stmt] | None
                  ) -> tuple[frozenset[str] | None, str | None]:
@@ -228,7 +230,15 @@ class Wheel:
         action = ast.unparse(kw["action"]) if "action" in kw else ""
         takes = not any(a in action for a in NO_VALUE_ACTIONS) and not (
             not action and isinstance(inner, ast.Name) and inner.id == "bool")
-        return Option((cli, *aliases), choices, why, takes, f"{module}:{stmt.lineno}")
+        kind = ast.unparse(kw["type_parser"]) if "type_parser" in kw else ast.unparse(inner)
+        return Option((cli, *aliases), choices, why, takes, f"{module}:{stmt.lineno}", kind)
+
+    def enum_members(self, module: str, cls: str) -> set[str]:
+        """Member names of an Enum class (for options the wheel validates after parsing, not by choices)."""
+        where, node = self.lookup(module, cls)
+        if not isinstance(node, ast.ClassDef):
+            raise Unreadable(f"{module}.{cls} is not a class")
+        return {t.id for s in node.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
 
     # -- model constraints -------------------------------------------------------------
 

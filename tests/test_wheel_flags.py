@@ -52,6 +52,9 @@ OFFLINE = ("NewConnectionError", "Failed to establish", "Temporary failure in na
 # Architectures issue 7 asks for by name (DeepSeek-V3/R1 and Kimi-K2 share DeepseekV3ForCausalLM),
 # checked even while no models.yml family matches them: then the resolver plans the GPU's default.
 NAMED = ("DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration", "GptOssForCausalLM")
+# Options argparse takes as free strings that sglang checks later against an enum, upper-cased
+# (SpeculativeAlgorithm.from_string): their values are checked against the enum's members.
+VALIDATED_LATER = {"--speculative-algorithm": ("sglang.srt.speculative.spec_info", "SpeculativeAlgorithm")}
 # One recorded nvidia-smi output per compute capability (tests/data/nvidia-smi/README.md);
 # 10.3 has none and shares 10.0's rows in gpus.yml.
 SHAPES = {"8.0": "a100-sxm4-e-process", "8.6": "a10-x1", "8.9": "l4-x1", "9.0": "h200-x1", "10.0": "b200-x8",
@@ -99,10 +102,12 @@ def options_of(version: str, python: str, glibc: str) -> dict[str, Option]:
     return wheel(version, python, glibc).options()
 
 
-def problems_with(kb: KB_TYPE, p: Pinset, options: dict[str, Option]) -> tuple[list[str], int, int]:
+def problems_with(kb: KB_TYPE, p: Pinset, options: dict[str, Option], w: Wheel
+                  ) -> tuple[list[str], int, int, int]:
+    """(problems, flags, values checked against a list, values of free-form options)."""
     em = emittable(kb, p)
     out: list[str] = []
-    values = 0
+    values = free = 0
     for u in em.uses:
         opt = options.get(u.flag)
         if opt is None:
@@ -122,21 +127,35 @@ def problems_with(kb: KB_TYPE, p: Pinset, options: dict[str, Option]) -> tuple[l
             elif opt.choices is not None and u.value not in opt.choices:
                 out.append(f"{u.flag} {u.value} ({u.where}) is not accepted by sglang {p.version}, which accepts: "
                            f"{', '.join(sorted(opt.choices))} ({opt.where})")
+            elif opt.choices is None and u.flag in VALIDATED_LATER:
+                module, cls = VALIDATED_LATER[u.flag]
+                members = w.enum_members(module, cls)
+                if u.value.upper() not in members:
+                    out.append(f"{u.flag} {u.value} ({u.where}) is not a {cls} of sglang {p.version}: "
+                               f"{', '.join(sorted(members))} ({module})")
+            elif opt.kind in ("int", "float"):
+                try:
+                    {"int": int, "float": float}[opt.kind](u.value)
+                except ValueError:
+                    out.append(f"{u.flag} {u.value} ({u.where}): sglang {p.version} wants an {opt.kind} ({opt.where})")
+            elif opt.choices is None:
+                values -= 1
+                free += 1
     for flag, where in em.removed.items():
         if flag in options:
             out.append(f"{flag}: {where} says it is gone from sglang {p.version}, but the wheel has it "
                        f"({options[flag].where})")
-    return out, len(em.flags()), values
+    return out, len(em.flags()), values, free
 
 
 @pytest.mark.parametrize("p", SGLANG, ids=[p.id for p in SGLANG])
 def test_every_emittable_flag_and_value_exists_in_the_pinsets_wheel(p: Pinset, capsys):
     w = wheel_of(p)
     options = options_of(p.version, p.python_max, p.glibc_min or "2.17")
-    problems, flags, values = problems_with(KB, p, options)
+    problems, flags, values, free = problems_with(KB, p, options, w)
     with capsys.disabled():
         print(f"\n[wheel-flags] {p.id}: {w.path.name}: {flags} flags and {values} values checked against "
-              f"{len(options)} option strings; {len(problems)} problems")
+              f"{len(options)} option strings ({free} values of free-form options); {len(problems)} problems")
     assert not problems, f"pin set {p.id} (sglang {p.version}):\n  " + "\n  ".join(problems)
 
 
@@ -148,13 +167,16 @@ def test_the_check_can_fail():
     assert "--mamba-scheduler-strategy" not in options   # gone in 0.5.23 (flags.yml says so)
     fam = KB.families[0]
     bad = replace(fam, extra_args=(replace(fam.extra_args[0], when={}, args=(
-        "--attention-backend", "no_such_backend", "--no-such-flag", "1", "--disable-custom-all-reduce", "yes")),))
+        "--attention-backend", "no_such_backend", "--no-such-flag", "1", "--disable-custom-all-reduce", "yes",
+        "--speculative-algorithm", "EAGLE9", "--speculative-num-steps", "three")),))
     kb = replace(KB, families=(bad, *KB.families[1:]))
-    problems, _, _ = problems_with(kb, p, options)
+    problems, _, _, _ = problems_with(kb, p, options, wheel_of(p))
     text = "\n".join(problems)
     assert "--attention-backend no_such_backend" in text and "accepts: " in text and "trtllm_mha" in text
     assert "--no-such-flag" in text and "does not exist" in text
     assert "--disable-custom-all-reduce yes" in text and "takes no value" in text
+    assert "--speculative-algorithm EAGLE9" in text and "SpeculativeAlgorithm" in text
+    assert "--speculative-num-steps three" in text and "wants an int" in text
 
 
 # -- model asserts of the wheel ----------------------------------------------------------
