@@ -24,13 +24,27 @@ from gpunode.transport.base import Transport
 JOURNAL = "journal.jsonl"
 PENDING = "handlers.pending"
 
+# Durable as well as atomic: the journal append and the pending file are fsynced before
+# the command reports success (GNU `sync FILE...` fsyncs just those; a folder's fsync makes a
+# rename or removal in it stick). A last line torn by a crash gets its newline first, so the
+# new entry starts on a line of its own and the reader loses only the torn one.
 _UPDATE = """set -e
 d=$1
 """ + guard("$d", "$5") + """
-[ -z "$2" ] || printf '%s' "$2" >> "$d/journal.jsonl"
+j="$d/journal.jsonl"
+if [ -n "$2" ]; then
+  if [ -s "$j" ] && [ -n "$(tail -c 1 "$j")" ]; then printf '\\n' >> "$j"; fi
+  printf '%s' "$2" >> "$j"
+  sync "$j"
+fi
 if [ "$3" = set ]; then
   if [ -z "$4" ]; then rm -f "$d/handlers.pending"
-  else printf '%s' "$4" > "$d/handlers.pending.new"; mv -f "$d/handlers.pending.new" "$d/handlers.pending"; fi
+  else
+    printf '%s' "$4" > "$d/handlers.pending.new"
+    sync "$d/handlers.pending.new"
+    mv -f "$d/handlers.pending.new" "$d/handlers.pending"
+  fi
+  sync "$d"
 fi
 """
 
@@ -93,8 +107,26 @@ def update(
     result.check(f"recording the journal in {state_dir}")
 
 
-def read(target: Transport, state_dir: str) -> list[dict]:
-    """Every journal line of the target, oldest first ([] when there is no journal)."""
+def read(target: Transport, state_dir: str, notes: list[str] | None = None) -> list[dict]:
+    """Every journal line of the target, oldest first ([] when there is no journal).
+
+    A line that is not a JSON object (torn by a crash mid-append) is read past; a sentence
+    saying so goes to `notes` when given.
+    """
     result = target.run(["sh", "-c", 'cat "$1/journal.jsonl" 2>/dev/null; exit 0', "sh", state_dir],
                         check=True, what="reading the journal")
-    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    entries = []
+    for number, line in enumerate(result.stdout.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            entry = None
+        if not isinstance(entry, dict):
+            if notes is not None:
+                notes.append(f"{state_dir}/{JOURNAL} line {number} is not a whole entry "
+                             f"(torn by a crash?), read past it: {line[:80]!r}")
+            continue
+        entries.append(entry)
+    return entries
