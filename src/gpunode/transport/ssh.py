@@ -242,7 +242,7 @@ class SshTransport(Transport):
             except (OSError, EOFError, paramiko.SSHException):
                 pass
 
-        return Held(first_line=line, close_chain=close)
+        return Held(first_line=line, _close=close)
 
 
 
