@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.cli.main import main
 from gpunode.inventory import load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,6 +190,10 @@ def _tree(root: Path) -> dict[str, object]:
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    # Imported here, not at collection: importing the CLI imports gpunode.resolve.explain, which
+    # replaces the function gpunode.resolve.explain that test_resolve_cases imports by name.
+    from gpunode.cli.main import main
+
     with pytest.raises(SystemExit) as done:
         main(["gpunode", *argv])
     out = capsys.readouterr()
