@@ -11,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from gpunode.errors import ResolveError
+from gpunode.facts.types import Driver, Model
 from gpunode.resolve import resolve
 from gpunode.resolve.emittable import ANY, Use, emittable, pairs
 from gpunode.resolve.kb import Parsers
@@ -19,6 +20,12 @@ from tests.unit.resolve_facts import GB, QWEN36, QWEN36_MTP, cpu_box, field_note
 
 KB = load()
 QWEN36_SMALL = replace(QWEN36, size_bytes=16 * GB)
+# Qwen3.6-35B-A3B NVFP4 (facts §3.2's B200 cells) and Qwen3-Next: built from the KB families' classes
+QWEN36_MOE_NVFP4 = replace(QWEN36, path="/models/Qwen3.6-35B-A3B-NVFP4", size_bytes=22 * GB, quantization="nvfp4",
+                           architectures=("Qwen3_5MoeForConditionalGeneration",))
+QWEN3_NEXT = Model(path="/models/Qwen3-Next-80B-A3B-Instruct", architectures=("Qwen3NextForCausalLM",),
+                   model_type="qwen3_next", hybrid_linear_attention=True, dtype="bfloat16", size_bytes=60 * GB)
+B200_580 = replace(on("b200-x8"), driver=Driver("580.95.05", "13.0"))
 
 # (case id, facts, inventory variables): the recorded GPU shapes of tests/unit, each pin set and knob
 CASES = [
@@ -34,6 +41,9 @@ CASES = [
     ("h200-snapshot", h200(), {}),
     ("h200-mtp-weights", h200(QWEN36_MTP), {}),
     ("b200-x8", on("b200-x8"), {}),
+    ("b200-qwen36-moe-nvfp4", replace(B200_580, model=QWEN36_MOE_NVFP4), {}),
+    ("h200-qwen3-next", h200(QWEN3_NEXT), {}),
+    ("b200-qwen3-next-mamba-auto", replace(B200_580, model=QWEN3_NEXT), {"mamba_strategy": "auto"}),
     ("gb10", on("gb10-x1", system=replace(on("gb10-x1").system, arch="aarch64")), {}),
     ("rtx-pro-6000-tp4", on("rtx-pro-6000-x6-editions"), {"tp": 4}),
     ("5090-small-model", on("mixed-5090-4090", model=QWEN36_SMALL), {"gpus": [0]}),
@@ -62,7 +72,9 @@ def resolved_cases():
 
 def test_most_recorded_cases_resolve_so_the_comparison_means_something():
     plans = resolved_cases()
-    assert len(plans) >= 12, [n for n, _ in plans]
+    assert len(plans) >= 15, [n for n, _ in plans]
+    nvfp4 = dict(plans)["b200-qwen36-moe-nvfp4"]
+    assert ("--moe-runner-backend", "flashinfer_cutlass") in {(u.flag, u.value) for u in plan_uses(nvfp4)}
     engines = {p.engine for _, p in plans}
     assert engines == {"sglang", "vllm", "vllm-cpu"}
 
