@@ -55,22 +55,31 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
 
 
 @contextlib.contextmanager
-def locked(path: Path, wait: bool = False) -> Iterator[bool]:
-    """Hold an flock on `<file>.lock` beside the real file for a read-modify-replace.
+def locked(path: Path, wait: bool = False, create_mode: int | None = None) -> Iterator[bool]:
+    """Hold an flock on the file itself from read to replace.
 
-    The lock is on a sibling, not the file: the replace gives the file a new inode, and a
-    lock on the old one would let the next editor in too early. Yields False (and holds
-    nothing) when another process holds it and wait is False.
+    The replace gives the name a new inode, so an editor that opened the old one and got
+    the lock after the first editor finished would read a stale file: after locking, the
+    name must still lead to the locked inode, else the lock is taken again on the new one.
+    No lock file is left behind. With create_mode a missing file is created empty first.
+    Yields False (holding nothing) when another process holds it and wait is False.
     """
     target = real(path)
-    lock = target.with_name(f".{target.name}.lock")
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    flags = os.O_RDONLY | (os.O_CREAT if create_mode is not None else 0)
+    while True:
+        fd = os.open(target, flags, create_mode or 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-    finally:
-        os.close(fd)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            try:
+                same = os.stat(target).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                yield True
+                return
+        finally:
+            os.close(fd)

@@ -13,7 +13,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from gpunode import inventory
+from gpunode import durable, inventory
 from gpunode.errors import InventoryError
 
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[^\s#:][^:#]*?)\s*:(?P<rest>.*)$")
@@ -98,31 +98,42 @@ def add_container(text: str, source: str, host: str, vmid: int, gpus: list[int] 
 
 
 def add_container_file(path: Path, host: str, vmid: int, gpus: list[int] | None) -> bool:
-    """Edit the inventory file in place (atomically, validated). True when it changed."""
-    text = path.read_text()
-    new = add_container(text, str(path), host, vmid, gpus)
-    if new is None:
-        return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".yml", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(new)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, path.stat().st_mode & 0o7777)
+    """Edit the inventory file in place (atomically, validated). True when it changed.
+
+    A symlinked inventory stays a symlink (the file it points to is edited). A lock on
+    that file covers read to replace, so two editors at once cannot lose one's container:
+    the second is refused rather than queued (onboard has already changed the host).
+    """
+    real = durable.real(path)
+    with durable.locked(real) as held:
+        if not held:
+            raise InventoryError(f"another gpunode is editing {path} right now (it holds a lock on the file)",
+                                 hint=f"re-run when it is done, or add `{vmid}:` under hosts.{host}.containers by hand")
+        text = real.read_text()
+        new = add_container(text, str(path), host, vmid, gpus)
+        if new is None:
+            return False
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".yml", dir=real.parent)
         try:
-            loaded = inventory.load(tmp)
-        except InventoryError as exc:
-            raise InventoryError(f"adding container {vmid} to {path} would break it: {exc.message}",
-                                 hint=f"add it by hand; the file is unchanged ({exc.hint})") from None
-        ct = loaded.hosts.get(host) and loaded.hosts[host].containers.get(vmid)
-        if not ct or (gpus and list(ct.gpus or ()) != list(gpus)):
-            raise InventoryError(f"adding container {vmid} to {path} did not read back as written",
-                                 hint="add it by hand; the file is unchanged")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            with os.fdopen(fd, "w") as f:
+                f.write(new)
+                f.flush()
+                os.fchmod(f.fileno(), real.stat().st_mode & 0o7777)
+                os.fsync(f.fileno())
+            try:
+                loaded = inventory.load(tmp)
+            except InventoryError as exc:
+                raise InventoryError(f"adding container {vmid} to {path} would break it: {exc.message}",
+                                     hint=f"add it by hand; the file is unchanged ({exc.hint})") from None
+            ct = loaded.hosts.get(host) and loaded.hosts[host].containers.get(vmid)
+            if not ct or (gpus and list(ct.gpus or ()) != list(gpus)):
+                raise InventoryError(f"adding container {vmid} to {path} did not read back as written",
+                                     hint="add it by hand; the file is unchanged")
+            os.replace(tmp, real)
+            durable.fsync_dir(real.parent)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return True
 
 

@@ -107,7 +107,7 @@ def remember(path: Path, address: str, port: int, key: paramiko.PKey) -> list[st
     Returns one sentence per change.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    with locked(path, wait=True):
+    with locked(path, wait=True, create_mode=0o600):
         try:
             data = path.read_bytes()
         except FileNotFoundError:
