@@ -9,11 +9,14 @@ recorded test cases under tests/data/snapshots/.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpunode import userfiles
+from gpunode import durable, userfiles
 from gpunode.errors import FactError
 
 FORMAT = 1
@@ -50,22 +53,67 @@ class RawFacts:
 
 
 def save(raw: RawFacts, folder: Path) -> None:
-    """Write the snapshot; existing section files of the same names are replaced."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, section in raw.sections.items():
-        # newline="" everywhere: keep the target's bytes exactly, \r included.
-        with open(folder / f"{name}.txt", "w", encoding="utf-8", newline="") as f:
-            f.write(section.output)
-    meta = {
-        "format": FORMAT,
-        "target": raw.target,
-        "model_path": raw.model_path,
-        "venv": raw.venv,
-        "gathered_at": raw.gathered_at,
-        "duration_s": raw.duration_s,
-        "rc": {name: s.rc for name, s in raw.sections.items()},
-    }
-    (folder / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    """Write the snapshot whole: into a temp folder beside it, then renamed into place.
+
+    An earlier snapshot in the folder is replaced as a whole (no section of it stays behind),
+    and a failed save leaves it as it was. A folder holding anything but a snapshot is
+    refused: its files are not ours to remove. A symlinked folder stays a symlink.
+    """
+    dest = durable.real(folder)
+    _check_replaceable(dest, folder)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".new", dir=dest.parent))
+    try:
+        os.chmod(tmp, 0o755)
+        for name, section in raw.sections.items():
+            # newline="" everywhere: keep the target's bytes exactly, \r included.
+            _write(tmp / f"{name}.txt", section.output)
+        meta = {
+            "format": FORMAT,
+            "target": raw.target,
+            "model_path": raw.model_path,
+            "venv": raw.venv,
+            "gathered_at": raw.gathered_at,
+            "duration_s": raw.duration_s,
+            "rc": {name: s.rc for name, s in raw.sections.items()},
+        }
+        _write(tmp / "meta.json", json.dumps(meta, indent=2, sort_keys=True) + "\n")
+        durable.fsync_dir(tmp)
+        if dest.exists():
+            # Two renames, not one (Linux's RENAME_EXCHANGE is out of Python's reach): a crash
+            # between them leaves the old snapshot as .<name>.old-<pid> beside the folder.
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            os.rename(dest, old)
+            os.rename(tmp, dest)
+            durable.fsync_dir(dest.parent)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, dest)
+            durable.fsync_dir(dest.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _check_replaceable(dest: Path, given: Path) -> None:
+    if not dest.exists():
+        return
+    if not dest.is_dir():
+        raise FactError(f"cannot save a snapshot to {given}: it is a file, not a folder",
+                        hint="give a new folder (or one that holds an earlier snapshot)")
+    names = [p.name for p in dest.iterdir()]
+    others = sorted(n for n in names if n != "meta.json" and not n.endswith(".txt"))
+    if others or (names and "meta.json" not in names):
+        listed = ", ".join((others or names)[:5])
+        raise FactError(f"cannot save a snapshot to {given}: it holds files that are not a snapshot's ({listed})",
+                        hint="give a new or empty folder; an earlier snapshot there is replaced whole")
 
 
 def load(folder: Path) -> RawFacts:
