@@ -61,8 +61,9 @@ class Sshd:
         return f"{self.known_name} {kind} {blob}\n"
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
 
 
 def start_sshd(folder: Path, address: str, authorized: Path, forwarding: bool = False) -> Sshd:

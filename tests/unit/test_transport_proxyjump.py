@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from gpunode.errors import HostKeyError
+from gpunode.errors import ConnectError, HostKeyError
 from gpunode.transport import SshSettings, SshTransport
 from tests.unit.sshd_helpers import keygen, start_sshd
 
@@ -115,3 +115,20 @@ def test_trust_of_a_host_behind_a_hop_goes_through_the_verified_hop(jump, tmp_pa
     assert proc.returncode == 0, proc.stderr
     assert target.fingerprint in proc.stdout
     assert known.read_text() == hop.known_line() + target.known_line()
+
+
+def test_a_hop_that_is_down_is_named_in_the_error(jump):
+    hop, target, client, tmp = jump
+    known = tmp / "known_hosts"
+    known.write_text(target.known_line() + hop.known_line())
+    hop.stop()
+    with pytest.raises(ConnectError) as err:
+        transport(target, client, known).run(["true"])
+    assert f"via jump host root@127.0.0.2:{hop.port}" in str(err.value)
+    assert "ProxyJump" in err.value.hint
+
+
+def test_a_known_hosts_path_that_is_a_folder_is_a_clear_error(jump):
+    _, target, client, tmp = jump
+    with pytest.raises(HostKeyError, match=f"cannot read the known_hosts file {tmp}"):
+        transport(target, client, tmp).run(["true"])

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import paramiko
 
+from gpunode.errors import HostKeyError
+
 MARKERS = (b"@revoked", b"@cert-authority")
 
 
@@ -96,6 +98,9 @@ def load(paths: list[Path]) -> Trust:
             data = path.read_bytes()
         except FileNotFoundError:
             continue
+        except OSError as exc:
+            raise HostKeyError(f"cannot read the known_hosts file {path}: {exc.strerror}",
+                               hint="fix known_hosts in the inventory (a readable file) or its permissions") from None
         for line in parse(data):
             if line.marker == b"@revoked" and line.key_blob is not None:
                 # A revoked key is refused for every host: the key is compromised, and

@@ -81,6 +81,7 @@ class SshTransport(Transport):
         client.set_missing_host_key_policy(policy)
         guard_hops(conn, trusted, s.name, writable)
         where = f"{s.user}@{s.address}:{s.port}"
+        via = _hops(conn)
         try:
             conn.open()
         except HostKeyError:
@@ -101,15 +102,16 @@ class SshTransport(Transport):
             ) from None
         except paramiko.AuthenticationException as exc:
             raise ConnectError(
-                f"authentication refused by {where} ({exc})",
+                f"authentication refused by {where}{via} ({exc})",
                 target=s.name,
                 hint=f"check user and key in the inventory (key: {s.key_file or 'default keys'})",
             ) from None
         except (TimeoutError, socket.gaierror, ConnectionError, OSError, paramiko.SSHException, EOFError) as exc:
             raise ConnectError(
-                f"cannot reach {where}: {exc}",
+                f"cannot reach {where}{via}: {exc}",
                 target=s.name,
-                hint="check that the host is up, the address and port in the inventory, and that sshd runs",
+                hint="check that the host is up, the address and port in the inventory, and that sshd runs"
+                + (" (and the ProxyJump in ~/.ssh/config)" if via else ""),
             ) from None
         if s.host_key and policy.seen is None:
             # The key came from known_hosts; still honour the pin.
@@ -269,6 +271,16 @@ def _hop_named(conn: Connection, hostname: str) -> str | None:
             return f"{hop.user}@{hop.host}:{hop.port}"
         hop = hop.gateway
     return None
+
+
+def _hops(conn: Connection) -> str:
+    """' via user@hop:port, ...' for a connection through ProxyJump hops, else ''."""
+    names = []
+    hop = conn.gateway
+    while isinstance(hop, Connection):
+        names.append(f"{hop.user}@{hop.host}:{hop.port}")
+        hop = hop.gateway
+    return f" via jump host {', '.join(reversed(names))}" if names else ""
 
 
 def close_chain(conn: Connection) -> None:
