@@ -88,6 +88,25 @@ def test_refusal_exits_2_with_message_and_hint(qwen36_dir: Path):
     assert out.stdout == ""
 
 
+def test_a_json_refusal_is_a_document_on_stdout_with_each_blocker(qwen36_dir: Path):
+    out = gpunode("resolve", "--nvidia-smi", str(SMI / "rtx-pro-6000-x8" / "nvidia-smi.txt"),
+                  "--model", str(qwen36_dir), "--set", "attention_backend=fa3", "--json")
+    assert out.returncode == 2 and "FA3 needs Hopper instructions" in out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "gpunode.refusal/1" and doc["error"] == "ResolveError"
+    assert {b["pinset"] for b in doc["blockers"]} == {"cu13-latest", "cu13-b", "cu13-a", "cu12-legacy"}
+    assert all(b["check"] == "attention" and b["unblock"] for b in doc["blockers"])
+    assert doc["facts"]["gpus"][0]["compute_cap"] == "12.0" and doc["facts"]["driver"]["version"] == "590.48.01"
+
+
+def test_a_json_refusal_before_any_facts_has_null_facts():
+    out = gpunode("resolve", "--json")
+    assert out.returncode == 2
+    doc = json.loads(out.stdout)
+    assert doc["error"] == "InventoryError" and doc["facts"] is None
+    assert doc["blockers"][0]["check"] == "inventory" and "--nvidia-smi" in doc["message"]
+
+
 def test_nothing_to_resolve_says_how():
     out = gpunode("resolve")
     assert out.returncode == 2 and "--nvidia-smi FILE --model PATH" in out.stderr

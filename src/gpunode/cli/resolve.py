@@ -14,7 +14,7 @@ from typing import Any
 
 from gpunode import userfiles
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
-from gpunode.errors import FactError, InventoryError
+from gpunode.errors import FactError, GpunodeError, InventoryError
 from gpunode.facts import gpu, snapshot
 from gpunode.facts import model as model_facts
 from gpunode.facts.parse import parse
@@ -22,6 +22,8 @@ from gpunode.facts.types import Facts, Model
 from gpunode.resolve import resolve as resolve_plan
 from gpunode.resolve.explain import render
 from gpunode.resolve.plan import Plan
+from gpunode.resolve.report import refusal_json
+from gpunode.secrets import redact
 
 HELP = {
     "host": "inventory host to probe",
@@ -30,7 +32,7 @@ HELP = {
     "nvidia_smi": "offline: a file with the node's nvidia-smi output (table, -q, or gpunode's CSV query)",
     "model": "offline: the model directory (or its config.json) the node will serve",
     "explain": "show every decision with its reason, fact, rule and source",
-    "json": "print the plan as JSON (docs/resolve.md) and nothing else",
+    "json": "print the plan as JSON (docs/resolve.md) and nothing else; a refusal as a JSON refusal document",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
     "set": "override a variable: --set key=value (repeatable)",
 }
@@ -89,6 +91,13 @@ def offline_facts(smi_file: str, model: str | None) -> Facts:
 
 def plan_for(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvidia_smi: str | None,
              model: str | None, inventory: str | None, sets: list[str] | None) -> Plan:
+    facts, variables = inputs(c, host, ct, facts_dir, nvidia_smi, model, inventory, sets)
+    return resolve_plan(facts, variables)
+
+
+def inputs(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvidia_smi: str | None,
+           model: str | None, inventory: str | None, sets: list[str] | None) -> tuple[Facts, dict[str, Any]]:
+    """The facts and the variables to resolve them with."""
     overrides = parse_sets(sets)
     variables: dict[str, Any] = dict(overrides)
     target = None
@@ -113,15 +122,26 @@ def plan_for(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nv
     else:
         raise InventoryError("what to resolve? pass --host H [--ct N], --facts DIR, or --nvidia-smi FILE --model PATH",
                              hint="--nvidia-smi and --model work for a node you cannot reach yet")
-    return resolve_plan(facts, variables)
+    return facts, variables
 
 
 @task(iterable=["set_"], help=HELP)
 def resolve(c, host=None, ct=None, facts=None, nvidia_smi=None, model=None, explain=False, json=False,
             inventory=None, set_=None):
     """Show the plan the resolver makes for a target: engine, pins, flags, topology, fixes, with reasons."""
-    plan = plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_)
-    print(plan.to_json() if json else render(plan, decisions=explain), end="" if not json else "\n")
+    if not json:
+        print(render(plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_), decisions=explain), end="")
+        return
+    # --json: a refusal is a JSON document on stdout too (docs/resolve.md, gpunode.refusal/1), and the
+    # message still goes to stderr with exit code 2
+    given: Facts | None = None
+    try:
+        given, variables = inputs(c, host, ct, facts, nvidia_smi, model, inventory, set_)
+        plan = resolve_plan(given, variables)
+    except GpunodeError as exc:
+        print(redact(refusal_json(exc, given)))
+        raise
+    print(plan.to_json())
 
 
 ns = resolve

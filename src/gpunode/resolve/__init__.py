@@ -13,6 +13,10 @@ from gpunode.resolve.plan import SCHEMA, Plan
 
 __all__ = ["SCHEMA", "Plan", "explain", "load_kb", "resolve"]
 
+# Import the submodule gpunode.resolve.explain now: its first import (from anywhere, later)
+# would otherwise rebind the package's `explain` from the function below to the module.
+from gpunode.resolve import explain as _explain_module  # noqa: E402,F401
+
 
 def explain(plan: Plan) -> str:
     from gpunode.resolve.explain import render

@@ -13,6 +13,7 @@ from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.load import load
 from gpunode.resolve.plan import Indexes, Plan, PlannedPackage, RouterPlan, Server
+from gpunode.resolve.report import facts_view
 from gpunode.resolve.trail import Trail
 
 
@@ -69,7 +70,7 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
                "family": rule.family.id if rule.family else None,
                "architectures": list(facts.model.architectures) if facts.model else [],
                "size_bytes": facts.model.size_bytes if facts.model else 0, "mtp": mtp},
-        decisions=tuple(trail.decisions), warnings=tuple(trail.warnings),
+        decisions=tuple(trail.decisions), warnings=tuple(trail.warnings), facts=facts_view(facts),
     )
 
 

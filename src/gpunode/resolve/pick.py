@@ -17,6 +17,7 @@ from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.models import ModelRule
+from gpunode.resolve.report import Blocker, Refusal
 from gpunode.resolve.trail import Trail
 
 ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "vllm-cpu": "vLLM CPU"}
@@ -189,8 +190,29 @@ def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts
         trail.warn(f"{p.id}: unconfirmed: {note}")
 
 
+def unblock(b: Blocked, p: Pinset) -> str:
+    """What would remove one blocker of one pin set."""
+    return {
+        "driver": f"upgrade the host's NVIDIA driver to >= {b.need}",
+        "glibc": f"use an OS image with glibc >= {b.need}",
+        "python": f"install a Python in {b.need} on the target, or set python:",
+        "machine": f"use a {b.need} host",
+        "model": f"use a {p.engine} pin set >= {b.need}",
+        "attention": "drop attention_backend: or choose one the architecture allows",
+        "nvcc": "use a pin set whose torch is CUDA >= " + (b.need or "?"),
+        "gpu": "use a pin set with a newer CUDA for this GPU",
+    }.get(b.check, "see the evidence")
+
+
 def refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
             results: list[tuple[Pinset, list[Blocked]]]) -> ResolveError:
+    err = _refusal(kb, engine, facts, gpus, rule, choices, results)
+    blockers = tuple(Blocker(b.check, b.text, unblock(b, p), p.id, b.have, b.need) for p, bl in results for b in bl)
+    return Refusal(err.message, blockers=blockers, hint=err.hint, target=err.target, evidence=err.evidence)
+
+
+def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
+             results: list[tuple[Pinset, list[Blocked]]]) -> ResolveError:
     name = ENGINE_NAMES[engine]
     evidence = "\n".join(f"{p.id} ({p.engine} {p.version}): " + "; ".join(b.text for b in bl) for p, bl in results)
     where = f" on compute capability {gpus.arch.cc}" if gpus else ""

@@ -110,6 +110,7 @@ class Plan:
     model: dict[str, Any]
     decisions: tuple[Decision, ...]
     warnings: tuple[str, ...]
+    facts: dict[str, Any] = field(default_factory=dict)   # what the plan was made from (report.facts_view)
     schema: str = field(default=SCHEMA)
 
     def to_dict(self) -> dict[str, Any]:
