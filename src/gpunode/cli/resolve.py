@@ -15,7 +15,7 @@ from typing import Any
 from gpunode import userfiles
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
 from gpunode.errors import FactError, GpunodeError, InventoryError
-from gpunode.facts import gpu, snapshot
+from gpunode.facts import gpu_report, snapshot
 from gpunode.facts import model as model_facts
 from gpunode.facts.parse import parse
 from gpunode.facts.types import Facts, Model
@@ -29,7 +29,8 @@ HELP = {
     "host": "inventory host to probe",
     "ct": "container vmid on that host (omit for a plain SSH host)",
     "facts": "resolve a saved facts snapshot folder instead of probing",
-    "nvidia_smi": "offline: a file with the node's nvidia-smi output (table, -q, or gpunode's CSV query)",
+    "nvidia_smi": "offline: a file with the node's nvidia-smi output (table, -q, -q -x, -L, --query-gpu CSV) "
+                  "or its sglang.check_env / torch collect_env output",
     "model": "offline: the model directory (or its config.json) the node will serve",
     "explain": "show every decision with its reason, fact, rule and source",
     "json": "print the plan as JSON (docs/resolve.md) and nothing else; a refusal as a JSON refusal document",
@@ -81,12 +82,14 @@ def local_model(path: str) -> Model:
 
 def offline_facts(smi_file: str, model: str | None) -> Facts:
     text = userfiles.read_text(smi_file, what="nvidia-smi output", error=FactError)
-    gpus, driver, problems = gpu.gpus_and_driver(text, text, text, None)
-    if not gpus:
-        raise FactError(f"{smi_file}: no GPU found in it", evidence="; ".join(problems),
-                        hint="save the output of `nvidia-smi` or `nvidia-smi -q` from the node into the file")
-    return Facts(target=Path(smi_file).stem, gpus=gpus, driver=driver, model=local_model(model) if model else None,
-                 problems=(*problems, "offline: only nvidia-smi and the model are known; the system was not probed"))
+    report = gpu_report.read_report(text)
+    if not report.gpus:
+        message, hint = gpu_report.refusal(smi_file, report)
+        raise FactError(message, hint=hint)
+    return Facts(target=Path(smi_file).stem, gpus=report.gpus, driver=report.driver, reported=report.reported,
+                 model=local_model(model) if model else None,
+                 problems=(*report.problems, f"offline: only the {report.format} report and the model are known; "
+                           "the system was not probed"))
 
 
 def plan_for(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvidia_smi: str | None,

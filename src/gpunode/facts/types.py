@@ -93,6 +93,22 @@ class Model:
 
 
 @dataclass(frozen=True)
+class Reported:
+    """What a pasted environment report (sglang.check_env, torch collect_env) says about the
+    software of the machine it ran on; None where it says nothing or 'Could not collect'."""
+
+    format: str
+    torch: str | None = None              # "2.3.1+cu121"
+    torch_cuda: str | None = None         # CUDA torch was built for, "12.1"
+    cuda_runtime: str | None = None       # collect_env's "CUDA runtime version", "12.4.131"
+    nvcc: str | None = None               # check_env's NVCC release, "12.1"
+    sglang: str | None = None
+    sgl_kernel: str | None = None
+    flashinfer: str | None = None
+    wsl: bool = False                     # the report ran under WSL2
+
+
+@dataclass(frozen=True)
 class Facts:
     target: str
     gpus: tuple[Gpu, ...] = ()
@@ -100,6 +116,7 @@ class Facts:
     system: System = field(default_factory=System)
     install: Install = field(default_factory=Install)
     model: Model | None = None
+    reported: Reported | None = None      # offline: what a pasted environment report says
     # What the parsers noticed but could not turn into a value, one sentence
     # each ("libcuda.so.570.86.10 but the kernel module is 580.65.06").
     problems: tuple[str, ...] = ()

@@ -1,0 +1,215 @@
+"""GPU reports people paste into bug reports, besides the table and `-q`
+(those stay in gpu.py): `nvidia-smi -q -x` XML, `nvidia-smi -L`, a cut
+`nvidia-smi -q -d MEMORY`, `python -m sglang.check_env` and
+`python -m torch.utils.collect_env` (also vLLM's sectioned copy of it).
+
+`read_report` recognises the format, parses what it shows and says, when no
+GPU can be read, what is missing and which command gives a usable report.
+Pasted text is often cut off mid-element, so the XML is read with patterns,
+not with an XML parser that would refuse the whole file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gpunode.facts.gpu import _BUS, SmiView, _na, _version, gpus_and_driver, parse_query, with_compute_cap
+from gpunode.facts.types import Driver, Gpu, Reported
+
+TABLE, Q, QUERY = "nvidia-smi (table)", "nvidia-smi -q", "nvidia-smi --query-gpu CSV"
+XML, LIST, Q_MEMORY = "nvidia-smi -q -x (XML)", "nvidia-smi -L", "nvidia-smi -q -d MEMORY"
+CHECK_ENV, COLLECT_ENV = "python -m sglang.check_env", "python -m torch.utils.collect_env"
+
+USABLE = ("`nvidia-smi -q` (or plain `nvidia-smi`), or gpunode's query: nvidia-smi "
+          "--query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv")
+
+
+@dataclass(frozen=True)
+class Report:
+    format: str | None               # one of the names above; None when nothing was recognised
+    gpus: tuple[Gpu, ...]
+    driver: Driver
+    problems: tuple[str, ...]
+    reported: Reported | None = None  # what an environment report says about the software
+    missing: str = ""                 # when no GPU could be read: what the file lacks
+
+
+def recognise(text: str) -> str | None:
+    """The format of a pasted report, from its markers."""
+    if "<nvidia_smi_log" in text or re.search(r"<gpu id=\"", text):
+        return XML
+    if re.search(r"^\s*CUDA available\s*:", text, re.M) or "sglang.check_env" in text:
+        return CHECK_ENV
+    if re.search(r"GPU models and configuration\s*:|^PyTorch version\s*:|Collecting environment information",
+                 text, re.M):
+        return COLLECT_ENV
+    if re.search(r"^\s*GPU \d+: .*\(UUID: GPU-", text, re.M):
+        return LIST
+    if "NVIDIA-SMI" in text and "|" in text:
+        return TABLE
+    if re.search(r"^\s*(FB|BAR1|Conf Compute Protected) Memory Usage\s*$", text, re.M) and \
+            not re.search(r"^\s*Product Name\s*:", text, re.M):
+        return Q_MEMORY
+    if "NVSMI LOG" in text or re.search(r"^\s*Product Name\s*:", text, re.M):
+        return Q
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if "," in first and re.search(r"\bname\b|memory\.total|driver_version|compute_cap|\d MiB|NVIDIA ", first):
+        return QUERY
+    return None
+
+
+# -- nvidia-smi -q -x ------------------------------------------------------------------
+
+
+def _tag(block: str, name: str) -> str | None:
+    m = re.search(rf"<{name}>\s*([^<]*?)\s*</{name}>", block)
+    return m.group(1) if m else None
+
+
+def parse_xml(text: str) -> SmiView:
+    """`nvidia-smi -q -x`, also when the paste ends inside an element."""
+    starts = list(re.finditer(rf"<gpu id=\"({_BUS})\">", text))
+    gpus = []
+    for i, m in enumerate(starts):
+        block = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
+        # The first <total> after fb_memory_usage: MIG devices nest their own deeper, later.
+        fb = re.search(r"<fb_memory_usage>\s*<total>\s*(\d+)\s*MiB", block)
+        mig = re.search(r"<mig_mode>\s*<current_mig>\s*([^<]*?)\s*</current_mig>", block)
+        gpus.append(Gpu(index=i, name=_tag(block, "product_name") or "", memory_mib=int(fb.group(1)) if fb else None,
+                        compute_cap=None, pci_bus_id=m.group(1), mig_mode=_na(mig.group(1)) or "" if mig else "",
+                        uuid=_na(_tag(block, "uuid")) or ""))
+    head = text[:starts[0].start()] if starts else text
+    return SmiView(driver=_version(_tag(head, "driver_version")), cuda=_version(_tag(head, "cuda_version")),
+                   gpus=tuple(gpus))
+
+
+# -- nvidia-smi -L ------------------------------------------------------------------------
+
+_LIST_ROW = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$")
+
+
+def parse_list(text: str) -> SmiView:
+    """`nvidia-smi -L`: one 'GPU 0: NAME (UUID: GPU-...)' line per GPU; MIG lines are skipped."""
+    gpus = [Gpu(index=int(m.group(1)), name=m.group(2), memory_mib=None, compute_cap=None, uuid=m.group(3))
+            for m in map(_LIST_ROW.match, text.splitlines()) if m]
+    return SmiView(gpus=tuple(gpus))
+
+
+# -- check_env and collect_env -----------------------------------------------------------
+
+
+def _value(text: str, key: str) -> str | None:
+    """'Key: value' or vLLM's 'Key      : value'; None for empty, N/A, 'Could not collect'."""
+    m = re.search(rf"^\s*{key}\s*:[ \t]*(.*?)\s*$", text, re.M)
+    value = m.group(1) if m else ""
+    return None if value in ("", "N/A", "None", "Could not collect", "Module Not Found") else value
+
+
+def _cuda_of_torch(torch: str | None) -> str | None:
+    m = re.search(r"\+cu(\d+)(\d)$", torch or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def parse_check_env(text: str) -> tuple[SmiView, Reported]:
+    """`python -m sglang.check_env`: GPUs grouped by name ('GPU 0,1,2: NAME'), compute capability
+    per group, the driver, torch, nvcc, sglang and its kernels."""
+    names: dict[int, str] = {}
+    caps: dict[int, str] = {}
+    for m in re.finditer(r"^\s*GPU ([\d,]+)(?:: (.+?)| Compute Capability: (\d+\.\d+))\s*$", text, re.M):
+        for index in (int(i) for i in m.group(1).split(",") if i):
+            if m.group(2):
+                names[index] = m.group(2)
+            else:
+                caps[index] = m.group(3)
+    gpus = tuple(Gpu(index=i, name=names[i], memory_mib=None, compute_cap=caps.get(i),
+                     compute_cap_source="sglang.check_env" if i in caps else "") for i in sorted(names))
+    nvcc = re.search(r"^\s*NVCC:.*release (\d+\.\d+)", text, re.M)
+    torch = _value(text, "PyTorch")
+    reported = Reported(format=CHECK_ENV, torch=torch, torch_cuda=_cuda_of_torch(torch),
+                        nvcc=nvcc.group(1) if nvcc else None, sglang=_value(text, "sglang"),
+                        sgl_kernel=_value(text, "sgl_kernel"),
+                        flashinfer=_value(text, "flashinfer_python") or _value(text, "flashinfer"))
+    return SmiView(driver=_version(_value(text, "CUDA Driver Version")), gpus=gpus), reported
+
+
+def parse_collect_env(text: str) -> tuple[SmiView, Reported]:
+    """`python -m torch.utils.collect_env` (and vLLM's copy): 'GPU models and configuration' holds
+    one GPU inline or one per following line; no compute capability, no CUDA version of the driver."""
+    gpus = []
+    m = re.search(r"^\s*GPU models and configuration\s*:(.*)$", text, re.M)
+    if m:
+        lines = [m.group(1)] + text[m.end():].splitlines()[1:]
+        for line in lines:
+            row = re.match(r"^\s*GPU (\d+): (.+?)\s*$", line)
+            if row:
+                gpus.append(Gpu(index=int(row.group(1)), name=row.group(2), memory_mib=None, compute_cap=None))
+            elif line.strip() and gpus:
+                break
+    torch = _value(text, "PyTorch version")
+    runtime = _value(text, "CUDA runtime version")
+    reported = Reported(format=COLLECT_ENV, torch=torch,
+                        torch_cuda=_version(_value(text, "CUDA used to build PyTorch")) or _cuda_of_torch(torch),
+                        cuda_runtime=runtime, wsl="microsoft-standard-WSL" in text)
+    return SmiView(driver=_version(_value(text, "Nvidia driver version")), gpus=tuple(gpus)), reported
+
+
+# -- putting it together --------------------------------------------------------------------
+
+_MISSING = {
+    Q_MEMORY: "no GPU names: `-d MEMORY` shows only the memory section",
+    LIST: "no driver version and no CUDA version",
+    QUERY: "no name column, or no header row saying which column is which",
+}
+
+
+def read_report(text: str) -> Report:
+    """Whatever a pasted file shows, in the same terms the probe produces."""
+    fmt = recognise(text)
+    reported = None
+    if fmt in (TABLE, Q, QUERY, Q_MEMORY, None):
+        gpus, driver, problems = gpus_and_driver(_query(text), text, text, None)
+    else:
+        if fmt == XML:
+            view = parse_xml(text)
+        elif fmt == LIST:
+            view = parse_list(text)
+        elif fmt == CHECK_ENV:
+            view, reported = parse_check_env(text)
+        else:
+            view, reported = parse_collect_env(text)
+        gpus, driver, problems = _with_caps(view)
+    # A GPU without a name (-d MEMORY shows only bus ids) gives no compute capability to plan with.
+    gpus = tuple(g for g in gpus if g.name)
+    if not gpus:
+        missing = _MISSING.get(fmt or "", "no GPU rows in it")
+        return Report(fmt, (), driver, (), reported, missing=missing)
+    if fmt in (LIST, COLLECT_ENV, CHECK_ENV, XML) and driver.cuda is None:
+        problems.append(f"{fmt} does not show the CUDA version the driver supports")
+    return Report(fmt, gpus, driver, tuple(problems), reported)
+
+
+def _query(text: str) -> str | None:
+    """The CSV query, with an index column added when the paste has none (rows are in index order)."""
+    view = parse_query(text)
+    if view.gpus:
+        return text
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and re.search(r"(^|,)\s*name\s*(,|$)", lines[0]) and "index" not in lines[0]:
+        return "\n".join(["index, " + lines[0]] + [f"{i}, {line}" for i, line in enumerate(lines[1:])])
+    return None
+
+
+def _with_caps(view: SmiView) -> tuple[tuple[Gpu, ...], Driver, list[str]]:
+    gpus = tuple(with_compute_cap(g) for g in view.gpus)
+    problems = [f"GPU {g.index} ({g.name}): compute capability unknown; add the product "
+                "to gpunode/facts/data/compute_caps.yml" for g in gpus if not g.compute_cap]
+    return gpus, Driver(version=view.driver, cuda=view.cuda), problems
+
+
+def refusal(path: str, report: Report) -> tuple[str, str]:
+    """(message, hint) for a file with no usable GPU, in at most 5 lines; never the file itself."""
+    what = f"recognised as `{report.format}` output" if report.format else "not a GPU report gpunode knows"
+    seen = f"; driver {report.driver.version}" if report.driver.version else ""
+    return (f"{path}: no GPU can be read from it ({what}{seen})\nmissing: {report.missing}",
+            f"save the output of {USABLE} from the node into the file")
