@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpunode.engine.events import CHANGED, FAILED, OK, SCHEMA_VERSION, SKIPPED, Event, TargetRecap
+from gpunode.secrets import redact_data
 
 Redact = Callable[[str], str]
 
@@ -99,6 +100,8 @@ class JsonLines:
     """One JSON object per line: step/handler events, a target line per target, a final recap."""
 
     def __init__(self, stream: TextIO | None = None, *, redact: Redact = _same):
+        """redact: applied to every string of an event's structure before json.dumps, so a secret
+        holding a quote is masked as itself, not searched for in its JSON-escaped form."""
         self.stream = stream or sys.stdout
         self.redact = redact
 
@@ -107,16 +110,11 @@ class JsonLines:
         self.stream.flush()
 
     def __call__(self, item: Event | TargetRecap) -> None:
-        data = item.to_dict()
-        for key in ("reason", "diff", "error"):
-            if key in data and isinstance(data[key], str):
-                data[key] = self.redact(data[key])
-        self._write(data)
+        self._write(redact_data(item.to_dict(), self.redact))
 
     def plan(self, target: str, plan: dict[str, Any]) -> None:
         """The resolved plan of a target (schema gpunode.plan/1), before its steps run."""
-        text = self.redact(json.dumps(plan, ensure_ascii=False))
-        self._write({"v": SCHEMA_VERSION, "type": "plan", "target": target, "plan": json.loads(text)})
+        self._write({"v": SCHEMA_VERSION, "type": "plan", "target": target, "plan": redact_data(plan, self.redact)})
 
     def finish(self, recaps: Sequence[TargetRecap]) -> None:
         self._write(recap_event(recaps, redact=self.redact))
@@ -128,8 +126,7 @@ def recap_event(recaps: Sequence[TargetRecap], *, redact: Redact = _same) -> dic
     for r in recaps:
         entry = r.to_dict()
         del entry["v"], entry["type"]
-        entry["error"] = redact(entry["error"])
-        targets.append(entry)
+        targets.append(redact_data(entry, redact))
     return {
         "v": SCHEMA_VERSION,
         "type": "recap",

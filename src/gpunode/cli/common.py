@@ -104,6 +104,7 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
             raise InventoryError(f"--set {key}=...: the value is not valid YAML ({problem}{at})",
                                  hint=f"quote it as text (--set '{key}=\"...\"') or fix the brackets; "
                                  "lists are written [0, 1]") from None
+    register_vars(out)  # before anything can quote a value: inv resolve --nvidia-smi has no inventory
     from gpunode.roles import varspec
 
     # Typed here too, not only after layering: `inv resolve --facts` has no target to layer onto.

@@ -53,7 +53,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 from gpunode.resolve.explain import render
 
                 console.print(f"[bold]{target.name}[/bold]: plan")
-                console.print(render(jobs[-1].plan), markup=False, highlight=False, soft_wrap=True)
+                console.print(redact(render(jobs[-1].plan)), markup=False, highlight=False, soft_wrap=True)
         try:
             recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks)
         finally:

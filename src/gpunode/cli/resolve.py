@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from json import dumps
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,8 @@ from gpunode.facts.types import Facts, Model
 from gpunode.resolve import resolve as resolve_plan
 from gpunode.resolve.explain import render
 from gpunode.resolve.plan import Plan
-from gpunode.resolve.report import refusal_json
-from gpunode.secrets import redact
+from gpunode.resolve.report import refusal
+from gpunode.secrets import redact, redact_data
 
 HELP = {
     "host": "inventory host to probe",
@@ -133,18 +134,20 @@ def resolve(c, host=None, ct=None, facts=None, nvidia_smi=None, model=None, expl
             inventory=None, set_=None):
     """Show the plan the resolver makes for a target: engine, pins, flags, topology, fixes, with reasons."""
     if not json:
-        print(render(plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_), decisions=explain), end="")
+        print(redact(render(plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_), decisions=explain)),
+              end="")
         return
     # --json: a refusal is a JSON document on stdout too (docs/resolve.md, gpunode.refusal/1), and the
-    # message still goes to stderr with exit code 2
+    # message still goes to stderr with exit code 2. Both masked as structures, before json.dumps: a
+    # secret holding a quote is escaped in the JSON text.
     given: Facts | None = None
     try:
         given, variables = inputs(c, host, ct, facts, nvidia_smi, model, inventory, set_)
         plan = resolve_plan(given, variables)
     except GpunodeError as exc:
-        print(redact(refusal_json(exc, given)))
+        print(dumps(redact_data(refusal(exc, given)), indent=2, ensure_ascii=False))
         raise
-    print(plan.to_json())
+    print(dumps(redact_data(plan.to_dict()), indent=2, ensure_ascii=False))
 
 
 ns = resolve

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpunode.errors import InventoryError
+from gpunode.secrets import refuse_in_args
 
 ENGINES = ("sglang", "vllm", "vllm-cpu")
 MTP = ("auto", "true", "false")
@@ -121,4 +122,5 @@ def from_vars(variables: dict[str, Any]) -> Choices:
         else:
             raise InventoryError(f"variable extra_args={extra!r} must be a list or a string",
                                  hint='e.g. extra_args: ["--watchdog-timeout", "1200"]')
+        refuse_in_args("extra_args", kw["extra_args"])  # argv is public: secrets go to the 0600 env file
     return Choices(**kw)
