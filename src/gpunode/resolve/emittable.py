@@ -108,6 +108,13 @@ def _family(fam: Family, engine: str, flag_of: dict[str, str]) -> list[Use]:
             if value and option in flag_of:
                 out.append(Use(flag_of[option], value, f"{where}.parsers"))
         out += pairs(parsers.args, f"{where}.parsers.args")
+    # a family's own attention rows (MLA, attention sinks) replace the architecture's backends where they apply
+    att = flag_of.get("attention_backend")
+    # (getattr: the field comes with the resolver's family rows; before them no family has it)
+    for row in getattr(fam, "attention", ()):
+        if engine == "sglang" and att is not None:
+            backends = dict.fromkeys([row.default, *row.allowed])
+            out += [Use(att, b, f"{where}.attention[{','.join(row.cc)}]") for b in backends if b]
     mtp = fam.mtp.get(engine)
     if mtp:
         out += pairs(mtp.args, f"{where}.mtp")
