@@ -10,11 +10,13 @@ replaced by that repository, so `apt-get update` in a container works without an
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from gpunode.lab import paths
@@ -27,7 +29,7 @@ BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "procps")
 # In the local apt repository, with their dependency closure relative to the base.
 REPO_PACKAGES = ("hello", "python3-venv", "python3-pip", "libnuma1", "ca-certificates", "curl", "jq")
 # Bump when the customisation below changes: the base (and the containers) are rebuilt.
-BASE_REVISION = 2
+BASE_REVISION = 3
 
 LAB_SOURCE = "deb [trusted=yes] file:/mnt/lab/apt ./\n"
 APT_CONF = (
@@ -91,18 +93,65 @@ def ensure_base(progress: Progress | None = None) -> bool:
     paths.CACHE_LXC_PATH.mkdir(parents=True, exist_ok=True)
     host_run(
         ["lxc-create", "-P", str(paths.CACHE_LXC_PATH), "-n", paths.BASE_NAME, "-t", "debian", "--",
-         "-r", RELEASE, "--mirror=" + MIRROR, "--security-mirror=" + SECURITY_MIRROR,
-         "--packages=" + ",".join(BASE_PACKAGES)],
+         "-r", RELEASE, "--mirror=" + MIRROR, "--security-mirror=" + SECURITY_MIRROR],
         env={"LXC_CACHE_PATH": str(paths.TEMPLATE_CACHE), "DEBIAN_FRONTEND": "noninteractive"},
         what="building the base rootfs (lxc-create -t debian)",
         hint="the first build needs the Debian mirror (apt-get update must work on this host); "
         "then run `inv lab.up` again",
         timeout=1800,
     )
+    # Not the template's --packages: it installs them with the sources it wrote, and when its
+    # `apt-get update` fails it says so and still succeeds, leaving a base without python3.
+    with _mirror_apt(paths.BASE_ROOTFS) as apt:
+        host_run([*apt, "update"], env=APT_ENV, what="apt-get update (Debian mirror) for the base rootfs",
+                 hint=MIRROR_HINT, timeout=600)
+        host_run([*apt, "install", "-y", *BASE_PACKAGES], env=APT_ENV, what="installing "
+                 + " ".join(BASE_PACKAGES) + " into the base rootfs", hint=MIRROR_HINT, timeout=1200)
+        host_run([*apt, "clean"], env=APT_ENV, what="apt-get clean in the base rootfs")
+    missing = [p for p in ("usr/bin/python3", "lib/systemd/systemd", "usr/bin/ps")
+               if not (paths.BASE_ROOTFS / p).exists()]
+    if missing:
+        raise LabError("the base rootfs lacks " + ", ".join("/" + m for m in missing) + " after its build",
+                       hint=MIRROR_HINT)
     _customise(paths.BASE_ROOTFS)
     write_text(BASE_STAMP, base_id() + "\n")
     say(progress, f"base rootfs: built in {time.monotonic() - started:.0f} s")
     return True
+
+
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+MIRROR_HINT = ("the lab's first build needs the Debian mirror; check `apt-get update` on this host, "
+               "then run `inv lab.up` again")
+
+
+@contextlib.contextmanager
+def _mirror_apt(root: Path) -> Iterator[list[str]]:
+    """apt-get in `root` (chroot) against the Debian mirror, with its own sources, lists and
+    the host's resolv.conf, all removed afterwards: the base keeps no trace of the mirror."""
+    lists = root / "var/lib/apt/gpunode-mirror-lists"
+    mirror = root / "etc/apt/gpunode-mirror.list"
+    resolv = root / "etc/resolv.conf"
+    resolv_saved = resolv.with_name("resolv.conf.gpunode-saved")
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    mirror.write_text(MIRROR_SOURCES)
+    if resolv.exists() or resolv.is_symlink():
+        os.replace(resolv, resolv_saved)
+    shutil.copyfile("/etc/resolv.conf", resolv)
+    try:
+        yield ["chroot", str(root), "apt-get", "-q",
+               "-o", "Dir::Etc::SourceList=/etc/apt/gpunode-mirror.list",
+               "-o", "Dir::Etc::SourceParts=/nonexistent",
+               "-o", "Dir::State::Lists=/var/lib/apt/gpunode-mirror-lists",
+               "-o", "APT::Sandbox::User=root",
+               "-o", "APT::Install-Recommends=false"]
+    finally:
+        shutil.rmtree(lists, ignore_errors=True)
+        mirror.unlink(missing_ok=True)
+        resolv.unlink(missing_ok=True)
+        if resolv_saved.exists() or resolv_saved.is_symlink():
+            os.replace(resolv_saved, resolv)
+        for stale in ("var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin"):
+            (root / stale).unlink(missing_ok=True)
 
 
 def _customise(root: Path) -> None:
@@ -156,39 +205,23 @@ def ensure_debs(progress: Progress | None = None) -> bool:
     root = paths.BASE_ROOTFS
     inside_archives = "/var/cache/gpunode-debs"
     archives = root / inside_archives.lstrip("/")
-    lists = root / "var/lib/apt/gpunode-mirror-lists"
-    mirror = root / "etc/apt/gpunode-mirror.list"
-    resolv = root / "etc/resolv.conf"
-    resolv_saved = resolv.with_name("resolv.conf.gpunode-saved")
-    for d in (archives / "partial", lists / "partial"):
-        d.mkdir(parents=True, exist_ok=True)
+    (archives / "partial").mkdir(parents=True, exist_ok=True)
     for old in archives.glob("*.deb"):
         old.unlink()
-    mirror.write_text(MIRROR_SOURCES)
-    if resolv.exists() or resolv.is_symlink():
-        os.replace(resolv, resolv_saved)
-    shutil.copyfile("/etc/resolv.conf", resolv)
-    apt = ["chroot", str(root), "apt-get", "-q",
-           "-o", "Dir::Etc::SourceList=/etc/apt/gpunode-mirror.list",
-           "-o", "Dir::Etc::SourceParts=/nonexistent",
-           "-o", "Dir::State::Lists=/var/lib/apt/gpunode-mirror-lists",
-           "-o", f"Dir::Cache::archives={inside_archives}",
-           "-o", "APT::Sandbox::User=root",
-           "-o", "APT::Install-Recommends=false"]
-    env = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-    hint = "the package download needs the Debian mirror; check `apt-get update` on this host"
     try:
-        host_run([*apt, "update"], env=env, what="apt-get update (Debian mirror) for the lab repository",
-                 hint=hint, timeout=600)
-        host_run([*apt, "install", "-y", "--download-only", *REPO_PACKAGES], env=env,
-                 what="downloading the lab repository's packages", hint=hint, timeout=1200)
-        # Named packages that the base already has are not downloaded above; fetch them too so
-        # that the repository offers every named package.
-        have = [p for p in REPO_PACKAGES if not any(archives.glob(f"{p}_*.deb"))]
-        if have:
-            host_run(["chroot", str(root), "sh", "-c", f'cd {inside_archives} && exec "$@"', "sh",
-                      *apt[3:], "download", *have], env=env, what="downloading " + " ".join(have), hint=hint,
-                     timeout=600)
+        with _mirror_apt(root) as apt:
+            apt = [*apt, "-o", f"Dir::Cache::archives={inside_archives}"]
+            host_run([*apt, "update"], env=APT_ENV, what="apt-get update (Debian mirror) for the lab repository",
+                     hint=MIRROR_HINT, timeout=600)
+            host_run([*apt, "install", "-y", "--download-only", *REPO_PACKAGES], env=APT_ENV,
+                     what="downloading the lab repository's packages", hint=MIRROR_HINT, timeout=1200)
+            # Named packages that the base already has are not downloaded above; fetch them too so
+            # that the repository offers every named package.
+            have = [p for p in REPO_PACKAGES if not any(archives.glob(f"{p}_*.deb"))]
+            if have:
+                host_run(["chroot", str(root), "sh", "-c", f'cd {inside_archives} && exec "$@"', "sh",
+                          *apt[3:], "download", *have], env=APT_ENV, what="downloading " + " ".join(have),
+                         hint=MIRROR_HINT, timeout=600)
         paths.DEBS.mkdir(parents=True, exist_ok=True)
         for old in paths.DEBS.glob("*.deb"):
             old.unlink()
@@ -196,16 +229,9 @@ def ensure_debs(progress: Progress | None = None) -> bool:
             shutil.move(str(deb), paths.DEBS / deb.name)
     finally:
         shutil.rmtree(archives, ignore_errors=True)
-        shutil.rmtree(lists, ignore_errors=True)
-        mirror.unlink(missing_ok=True)
-        resolv.unlink(missing_ok=True)
-        if resolv_saved.exists() or resolv_saved.is_symlink():
-            os.replace(resolv_saved, resolv)
-        for stale in ("var/cache/apt/pkgcache.bin", "var/cache/apt/srcpkgcache.bin"):
-            (root / stale).unlink(missing_ok=True)
     missing = [p for p in REPO_PACKAGES if not any(paths.DEBS.glob(f"{p}_*.deb"))]
     if missing:
-        raise LabError("the lab repository lacks " + ", ".join(missing), hint=hint)
+        raise LabError("the lab repository lacks " + ", ".join(missing), hint=MIRROR_HINT)
     write_text(DEBS_STAMP, debs_id() + "\n")
     count = len(list(paths.DEBS.glob("*.deb")))
     say(progress, f"apt packages: {count} .deb fetched in {time.monotonic() - started:.0f} s")
