@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from json import dumps
 from pathlib import Path
@@ -76,9 +75,7 @@ def local_model(path: str) -> Model:
                 if n <= 100 << 20 else None
     m = model_facts.parse_model(str(folder), "\n".join(lines), text("config.json"),
                                 text("model.safetensors.index.json"), text("hf_quant_config.json"), header)
-    if not m.shards:  # only a config: its size says nothing about the weights
-        m = dataclasses.replace(m, size_bytes=0)
-    return m
+    return m  # with only a config (and index), parse_model estimates the size from them
 
 
 def offline_facts(smi_file: str, model: str | None) -> Facts:

@@ -14,6 +14,7 @@ import json
 import re
 from typing import Any
 
+from gpunode.facts import model_size
 from gpunode.facts.probe import Snippet
 from gpunode.facts.types import Model
 
@@ -78,7 +79,24 @@ def _get(config: dict[str, Any], key: str) -> Any:
 
 
 def quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str | None:
-    """'fp8', 'nvfp4', 'awq', ... or None for an unquantized checkpoint."""
+    """'fp8', 'nvfp4', 'awq', ... or None for an unquantized checkpoint.
+
+    NVIDIA ModelOpt checkpoints name NVFP4 in several ways: quant_algo NVFP4 (in
+    quantization_config or hf_quant_config.json), quant_method modelopt / modelopt_fp4,
+    or quant_algo MIXED_PRECISION with NVFP4 layers listed per layer; all are nvfp4
+    here, so that the NVFP4 rules (no NVFP4 on 8.9/9.0, the MoE runner) apply.
+    """
+    found = _quantization(config, hf_quant)
+    if found in ("modelopt", "modelopt_fp4", "mixed_precision"):
+        text = json.dumps([hf_quant, _get(config, "quantization_config")]).lower()
+        if "nvfp4" in text or "modelopt_fp4" in text:
+            return "nvfp4"
+        if "fp8" in text:
+            return "fp8"
+    return found
+
+
+def _quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str | None:
     if hf_quant:
         algo = (hf_quant.get("quantization") or {}).get("quant_algo")
         if algo:
@@ -96,6 +114,25 @@ def quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str
         if "float-quantized" in fmt:
             return "fp8"
     return method
+
+
+def config_problem(text: str | None, name: str, need_arch: bool = True) -> str:
+    """What is wrong with config.json or the index, or "" when it can be used."""
+    if text is None:  # not there at all: the model may not be staged yet; the resolver warns about that
+        return ""
+    if not text.strip():
+        return f"{name} is empty"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    if not isinstance(value, dict):
+        return f"{name} holds a JSON {type(value).__name__}, not an object"
+    if need_arch and not (value.get("architectures") or value.get("model_type")):
+        return f"{name} names no architectures and no model_type"
+    if not need_arch and not isinstance(value.get("weight_map"), dict):
+        return f"{name} has no weight_map object"
+    return ""
 
 
 def mtp_config(config: dict[str, Any]) -> bool:
@@ -122,6 +159,8 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
     if files_text is None:
         return Model(path=path, exists=False)
     files = parse_files(files_text)
+    problem = config_problem(config_text, "config.json") or (
+        config_problem(index_text, "model.safetensors.index.json", need_arch=False) if index_text is not None else "")
     config = _json(config_text) or {}
     index = _json(index_text)
     header = _json(header_text)
@@ -141,6 +180,13 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
     layer_types = tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else ()
     text_config = config.get("text_config")
     arch = config.get("architectures")
+    quant = quantization(config, _json(quant_text))
+    dtype = str(_get(config, "dtype") or _get(config, "torch_dtype") or "")
+    on_disk = sum(n for p, n in files.items() if p.endswith((".safetensors", ".bin", ".pt", ".gguf")))
+    if on_disk:
+        size, size_source = sum(files.values()), "files on disk"
+    else:  # only a config (and maybe the index): the weights are not there to measure
+        size, size_source = model_size.estimate(config, index, quant, dtype)
     return Model(
         path=path,
         exists=True,
@@ -149,9 +195,11 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         text_model_type=str(text_config.get("model_type", "")) if isinstance(text_config, dict) else "",
         hybrid_linear_attention=any(is_linear_layer(t) for t in layer_types),
         layer_types=layer_types,
-        dtype=str(_get(config, "dtype") or _get(config, "torch_dtype") or ""),
-        quantization=quantization(config, _json(quant_text)),
-        size_bytes=sum(files.values()),
+        dtype=dtype,
+        quantization=quant,
+        size_bytes=size,
+        size_source=size_source,
+        config_problem=problem,
         shards=shards,
         missing_shards=missing,
         mtp_config=mtp_config(config),

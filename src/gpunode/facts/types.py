@@ -90,6 +90,8 @@ class Model:
     mtp_weights: bool = False
     num_parameters: int | None = None
     max_position_embeddings: int | None = None
+    size_source: str = ""                 # "files on disk", "...index.json metadata.total_size", "estimated ..."
+    config_problem: str = ""              # why config.json / the index cannot be used ("" when they can)
 
 
 @dataclass(frozen=True)

@@ -100,8 +100,15 @@ def _model_checks(facts: Facts, gpus: GpuSet | None, rule: models.ModelRule, tra
     if m is None:
         trail.warn("no model facts: family rules (minimum version, parsers, MTP) were not applied")
         return
+    if m.config_problem:
+        raise ResolveError(f"{m.path}: {m.config_problem}", target=facts.target,
+                           hint="copy the model's config.json (and model.safetensors.index.json) again from its "
+                                "source; the resolver reads the architecture and size from them")
     if not m.exists:
         trail.warn(f"the model directory {m.path} does not exist yet on the target; stage it before starting")
+    if m.size_bytes:
+        trail.decide("model size", f"{m.size_bytes / 1e9:.1f} GB", f"from {m.size_source or 'the files'}",
+                     fact=f"model.size_bytes={m.size_bytes}", source="facts/model_size.py")
     if rule.family is None:
         trail.warn(f"no family rule in models.yml for {rule.label}: engine defaults, no parsers, no MTP")
     else:

@@ -6,7 +6,7 @@ from gpunode.errors import ResolveError
 from gpunode.resolve import attention, conditions, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
-from gpunode.resolve.kb import KB, FlagRow, Pinset
+from gpunode.resolve.kb import KB, FamilyAttention, FlagRow, Pinset
 from gpunode.resolve.models import ModelRule
 from gpunode.resolve.trail import Trail
 
@@ -154,6 +154,23 @@ def engine_args(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule, choices
 def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choices, trail: Trail) -> list[str]:
     arch = gpus.arch
     fact = f"compute capability {arch.cc}; sglang {p.version}; hybrid_gdn={rule.hybrid}"
+    fam_row = family_attention(rule, arch.cc, p.version)
+    if fam_row and rule.family:
+        kind = rule.family.attention_kind or rule.family.name
+        backend = choices.attention_backend or fam_row.default
+        if backend not in fam_row.allowed:
+            raise ResolveError(f"attention_backend: {backend} breaks a rule: sglang {p.version} runs {rule.label} "
+                               f"({kind}) on compute capability {arch.cc} only with {', '.join(fam_row.allowed)}",
+                               evidence=f"rule: {rule.family.where}; source: {fam_row.source}",
+                               hint=f"drop attention_backend to get {fam_row.default}, or choose one of those")
+        how = ("set by the inventory (attention_backend) and allowed" if choices.attention_backend
+               else "the family's default")
+        trail.decide("attention backend", backend,
+                     f"{how} for {kind} models on compute capability {arch.cc} in sglang {p.version} "
+                     f"(allowed: {', '.join(fam_row.allowed)}); the architecture's default "
+                     f"{arch.attention_default} is not used for this family",
+                     fact=fact + f"; family {rule.family.id}", rule=rule.family.where, source=fam_row.source)
+        return [flag(kb, "attention_backend", p.engine, p.version), backend]
     if choices.attention_backend:
         backend = choices.attention_backend
         verdict = attention.judge(arch, backend, p.version, rule.hybrid)
@@ -175,6 +192,13 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
                      f"the cookbook's choice for the vision tower on compute capability {arch.cc}",
                      fact=fact, rule=arch.where, source=arch.source)
     return args
+
+
+def family_attention(rule: ModelRule, cc: str, version: str) -> FamilyAttention | None:
+    """The family's own attention row for this architecture and engine version, if it has one."""
+    if not rule.family:
+        return None
+    return next((a for a in rule.family.attention if cc in a.cc and versions.matches(version, a.engine)), None)
 
 
 def _family_extra(rule: ModelRule, p: Pinset, gpus: GpuSet | None, trail: Trail) -> list[str]:

@@ -198,6 +198,16 @@ class Parsers:
 
 
 @dataclass(frozen=True)
+class FamilyAttention:
+    """The attention backends a family's own layers need on some architectures (MLA, attention sinks)."""
+    cc: tuple[str, ...]
+    default: str
+    allowed: tuple[str, ...]
+    source: str
+    engine: str | None = None       # version specifier; None = every version
+
+
+@dataclass(frozen=True)
 class Family:
     id: str
     name: str
@@ -213,6 +223,8 @@ class Family:
     extra_args: tuple[ExtraArgs, ...]
     source: str
     where: str
+    attention: tuple[FamilyAttention, ...] = ()
+    attention_kind: str = ""        # "MLA", "attention sinks": how messages name the constraint
 
 
 @dataclass(frozen=True)

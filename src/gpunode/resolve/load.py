@@ -22,6 +22,7 @@ from gpunode.resolve.kb import (
     EnvRow,
     ExtraArgs,
     Family,
+    FamilyAttention,
     FixRule,
     FlagRow,
     Flashinfer,
@@ -247,7 +248,15 @@ def _when(r: Reader) -> dict:
 
 def _family(r: Reader) -> Family:
     r.only({"id", "name", "architectures", "hybrid_gdn", "multimodal", "min_engine", "variants", "parsers", "mtp",
-            "mamba_strategy", "mamba_strategy_source", "extra_args", "source"})
+            "mamba_strategy", "mamba_strategy_source", "extra_args", "attention", "attention_kind", "source"})
+    att_rows = []
+    for a in (r.items("attention") if "attention" in r.node else []):
+        a.only({"cc", "engine", "default", "allowed", "source"})
+        allowed = a.strings("allowed")
+        if a.text("default") not in allowed:
+            raise a.fail("default", "must be one of `allowed`")
+        att_rows.append(FamilyAttention(a.strings("cc"), a.text("default"), allowed, a.source(),
+                                        _spec(a, "engine")))
     variants = tuple(Variant(v.text("id"), v.text("name_pattern"), v.str_map("min_engine"), v.source())
                      for v in (r.items("variants") if "variants" in r.node else []))
     parsers = {}
@@ -266,7 +275,8 @@ def _family(r: Reader) -> Family:
         hybrid_gdn=r.get("hybrid_gdn", bool), multimodal=r.get("multimodal", bool, False),
         min_engine=r.str_map("min_engine"), variants=variants, parsers=parsers, mtp=mtp,
         mamba_strategy=r.text("mamba_strategy", None), mamba_strategy_source=r.text("mamba_strategy_source", ""),
-        extra_args=extra, source=r.source(), where=r.where(),
+        extra_args=extra, source=r.source(), where=r.where(), attention=tuple(att_rows),
+        attention_kind=r.text("attention_kind", ""),
     )
 
 
