@@ -155,6 +155,12 @@ ROWS = [
     ("set-gpus-with-a-word", {}, [*PROVISION, "--set", "gpus=0,x,1"], ["variable gpus='0,x,1'"]),
     ("resolve-set-gpus-with-a-word", {}, ["resolve", "--facts", str(H200), "--set", "gpus=0,x,1"],
      ["variable gpus='0,x,1' (from --set)"]),
+    # --- model files the helper "resolver" checks (landed on main), through the CLI ----------------
+    ("config-json-empty", {"model/config.json": ""}, OFFLINE, ["model: config.json is empty"]),
+    ("config-json-broken", {"model/config.json": '{"architectures": '}, OFFLINE,
+     ["model: config.json is not valid JSON"]),
+    ("index-json-broken", {"model/config.json": CONFIG, "model/model.safetensors.index.json": '{"weight_map": '},
+     OFFLINE, ["model: model.safetensors.index.json is not valid JSON"]),
     ("base-port-past-65535", {"snap": ("copy", H200), "snap/nvidia_query.txt": ("copy", X8 / "query-gpu.csv"),
                               "snap/nvidia_smi.txt": ("copy", X8 / "nvidia-smi.txt")},
      [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "base_port=65535"],
