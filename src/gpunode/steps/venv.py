@@ -5,6 +5,12 @@ install and its verification passed. A re-run compares the resolved spec's
 hash and the site-packages listing with it and does nothing when they match;
 an install cut off halfway has no manifest and is simply redone (pip and uv
 skip what is already there).
+
+With a pin set's full lock (gpunode/pinlocks.py), `locked` holds its lines
+(name==version --hash=...): they are written to <venv>/gpunode-requirements.txt
+and installed with --require-hashes --no-deps, so nothing outside the lock gets
+in; the lock's name and digest are part of the spec, so a changed lock means a
+reinstall and `--check` names the packages whose versions moved.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
 from gpunode.transport.base import Transport
 
 MANIFEST = "gpunode-lock.json"
+LOCKED = "gpunode-requirements.txt"
 
 _PROBE = r"""
 v=$1
@@ -48,6 +55,9 @@ class Venv(Step):
     + remove_after: packages to uninstall after (CUDA torchvision beside a CPU torch)
     + verify: argv lists run with the venv's bin first on PATH; each must exit 0
     + installer: "uv" (fast; needs uv on the target) or "pip"
+    + locked: the full lock's requirement lines with hashes (empty: install `requirements` unlocked)
+    + lock: the lock's name and digest ("cu13-latest/pylock.x86_64-py312.toml@1a2b..."), kept in the manifest
+    + unlocked_why: why no lock is used (said in the plan's line)
     """
 
     path: str
@@ -61,6 +71,9 @@ class Venv(Step):
     remove_after: list[str] = field(default_factory=list)
     verify: list[list[str]] = field(default_factory=list)
     installer: str = "pip"
+    locked: list[str] = field(default_factory=list)
+    lock: str = ""
+    unlocked_why: str = ""
     timeout: float = 3600.0
 
     @property
@@ -68,10 +81,21 @@ class Venv(Step):
         return f"venv:{self.path}"
 
     def spec(self) -> dict:
-        return {"requirements": sorted(self.requirements), "index_url": self.index_url,
-                "extra_index_urls": self.extra_index_urls, "find_links": self.find_links,
-                "no_index": self.no_index, "replace": sorted(self.replace),
-                "remove_after": sorted(self.remove_after), "python": self.python}
+        out = {"requirements": sorted(self.requirements), "index_url": self.index_url,
+               "extra_index_urls": self.extra_index_urls, "find_links": self.find_links,
+               "no_index": self.no_index, "replace": sorted(self.replace),
+               "remove_after": sorted(self.remove_after), "python": self.python}
+        if self.locked:
+            # the versions by name (for the delta) and the lock's identity; an unlocked spec keeps its old hash
+            out["lock"] = self.lock
+            out["locked"] = sorted(line.split(" ", 1)[0] for line in self.locked)
+        return out
+
+    def _what(self) -> str:
+        if self.locked:
+            return f"{len(self.locked)} locked packages ({self.lock.split('@')[0]})"
+        return f"{len(self.requirements)} pinned packages" + (f" (unlocked: {self.unlocked_why})"
+                                                                if self.unlocked_why else "")
 
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:16]
@@ -89,21 +113,23 @@ class Venv(Step):
             elif current:
                 sections[current].append(line)
         if not sections.get("python"):
-            return Change(f"create venv {self.path} and install {len(self.requirements)} pinned packages")
+            return Change(f"create venv {self.path} and install {self._what()}")
         try:
             manifest = json.loads("\n".join(sections.get("manifest", [])) or "null")
         except json.JSONDecodeError:
             manifest = None
         if not manifest:
-            return Change(f"install {len(self.requirements)} pinned packages into {self.path} "
+            return Change(f"install {self._what()} into {self.path} "
                           "(no lock manifest: a previous install did not finish)")
         if manifest.get("spec_hash") != self.spec_hash():
             return Change(f"reinstall {self.path}: {_spec_delta(manifest.get('spec', {}), self.spec())}")
         listing = (sections.get("listing") or [""])[0]
         if manifest.get("listing") != listing:
             return Change(f"re-verify {self.path}: site-packages changed since it was verified")
-        return NoChange(f"{self.path} matches the resolved pin set ({len(self.requirements)} requirements, "
-                        f"lock {self.spec_hash()[:8]}, verified {manifest.get('verified_at', '?')})")
+        what = (f"lock {self.lock}" if self.locked else
+                f"{len(self.requirements)} requirements, spec {self.spec_hash()[:8]}")
+        return NoChange(f"{self.path} matches the resolved pin set ({what}, "
+                        f"verified {manifest.get('verified_at', '?')})")
 
     def apply(self, target: Transport) -> None:
         bin_ = f"{self.path}/bin"
@@ -112,7 +138,13 @@ class Venv(Step):
                   "creating the venv")
         if self.replace:
             self._run(target, self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}")
-        self._run(target, self._pip("install", *self._source_args(), *self.requirements), "installing the pin set")
+        if self.locked:
+            listed = f"{self.path}/{LOCKED}"
+            target.write_file(listed, ("\n".join(self.locked) + "\n").encode())
+            self._run(target, self._pip("install", *self._source_args(), "--require-hashes", "--no-deps", "-r", listed),
+                      f"installing the locked pin set ({self.lock})")
+        else:
+            self._run(target, self._pip("install", *self._source_args(), *self.requirements), "installing the pin set")
         if self.remove_after:
             self._run(target, self._pip("uninstall", *self.remove_after), f"removing {', '.join(self.remove_after)}")
         for argv in self.verify:
@@ -141,6 +173,9 @@ class Venv(Step):
             args += ["--index-url", self.index_url]
         for url in self.extra_index_urls:
             args += ["--extra-index-url", url]
+        if self.extra_index_urls and self.locked and self.installer == "uv":
+            # uv takes a package from the first index that has its name; a locked version may be on the other one
+            args += ["--index-strategy", "unsafe-best-match"]
         for link in self.find_links:
             args += ["--find-links", link]
         return args
@@ -156,8 +191,13 @@ class Venv(Step):
 
 
 def _spec_delta(old: dict, new: dict) -> str:
-    before, after = set(old.get("requirements", [])), set(new.get("requirements", []))
     parts = []
+    if old.get("lock") != new.get("lock"):
+        parts.append(f"lock {old.get('lock') or 'none'} -> {new.get('lock') or 'none'}")
+        moved = _moved(old.get("locked", []), new.get("locked", []))
+        if moved:
+            parts.append(moved)
+    before, after = set(old.get("requirements", [])), set(new.get("requirements", []))
     if after - before:
         parts.append("+" + ", +".join(sorted(after - before)))
     if before - after:
@@ -166,3 +206,12 @@ def _spec_delta(old: dict, new: dict) -> str:
         if old.get(key) != new.get(key):
             parts.append(f"{key} {old.get(key)!r} -> {new.get(key)!r}")
     return "; ".join(parts) or "the resolved spec changed"
+
+
+def _moved(old: list[str], new: list[str], shown: int = 12) -> str:
+    """Locked packages whose version changed, appeared or went ("torch 2.11.0 -> 2.14.1")."""
+    a = dict(x.partition("==")[::2] for x in old)
+    b = dict(x.partition("==")[::2] for x in new)
+    lines = [f"{n} {a.get(n, 'none')} -> {b.get(n, 'none')}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
+    more = f" and {len(lines) - shown} more" if len(lines) > shown else ""
+    return ", ".join(lines[:shown]) + more
