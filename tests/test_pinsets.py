@@ -137,3 +137,55 @@ def test_a_pinset_that_cannot_install_fails(tmp_path: Path):
     reqs, overrides = requirements_of(p)
     rc, stderr, _ = compile_set(reqs, overrides, "3.10", "x86_64-manylinux_2_31", tmp_path)
     assert rc != 0 and "sglang" in stderr
+
+
+
+def check_lock(p: Pinset, t, work: Path) -> str:
+    """Why the lock of (p, t) no longer installs, or "" when it does (or cannot be checked here: "skip: ...")."""
+    from gpunode import pinlocks
+
+    lock = pinlocks.read(pinlocks.path(p, t))
+    local = [line.split("taken from ", 1)[1].split(" (")[0] for line in lock.text.splitlines()
+             if line.startswith("# NOTE:") and "taken from " in line]
+    links = tuple(x for x in ", ".join(local).split(", ") if x and Path(x).is_dir())
+    if local and not links:
+        return f"skip: the lock took wheels from {local}, which this machine lacks"
+    work.mkdir(parents=True)
+    req = work / "requirements.in"
+    req.write_text("\n".join(f"{x.name}=={x.version}" for x in lock.packages) + "\n")
+    out = work / "pylock.check.toml"
+    without = tuple(x.index for x in p.packages if x.index != "pypi")
+    argv = pinlocks.compile_argv(KB, p, t, out, req, without=without, find_links=links) + ["--no-deps"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=pinlocks.clean_env(), timeout=600)
+    if proc.returncode != 0:
+        return f"{lock.path} no longer installs on {t.platform}:\n{proc.stderr[-1500:]}"
+    now = {x.name: set(x.hashes) for x in pinlocks.read(out).packages}
+    changed = [f"{x.name}=={x.version}" for x in lock.packages if not set(x.hashes) & now.get(x.name, set())]
+    return f"{lock.path}: wheels changed on the index since the lock was made: {changed}" if changed else ""
+
+
+def test_every_lock_still_installs_from_its_indexes(tmp_path: Path, capsys):
+    """Each locked version still has its wheel, with the same sha256, for the lock's platform and Python.
+
+    uv resolves each lock's exact pins with --no-deps (the closure was resolved when the lock was made, and
+    a release's metadata does not change) and writes the wheels it would install; their hashes must be the
+    lock's. A version removed from the index, a wheel replaced, or a platform tag gone fails here. Wheels a
+    lock took from a local folder (its header says so) are checked against that folder where it exists.
+    One uv at a time takes ~18 s per lock, nearly all waiting on PyPI, so six run side by side.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpunode import pinlocks
+
+    todo = [(p, t) for p in KB.pinsets for t in pinlocks.targets(p) if pinlocks.path(p, t).is_file()]
+    assert todo, "no locks in gpunode/compat/locks"
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        results = list(pool.map(lambda pt: check_lock(*pt, tmp_path / f"{pt[0].id}-{pt[1].name}"), todo))
+    with capsys.disabled():
+        print(f"\n[locks] {len(todo)} locks checked in {time.monotonic() - started:.0f} s")
+        for (p, t), why in zip(todo, results, strict=True):
+            if why.startswith("skip:"):
+                print(f"[locks]   {p.id} {t.machine} python{t.python}: not checked ({why[6:]})")
+    failed = [why for why in results if why and not why.startswith("skip:")]
+    assert not failed, "\n\n".join(failed)
