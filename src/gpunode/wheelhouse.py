@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpunode import pinlocks
 from gpunode.errors import InventoryError
 from gpunode.resolve import load_kb
 from gpunode.resolve.kb import KB, Pinset
@@ -23,15 +24,29 @@ class Download:
     extra_index_urls: tuple[str, ...]
     python: str
     platforms: tuple[str, ...]
+    locked: tuple[str, ...] = ()    # the lock's lines (name==version --hash=...); empty: no lock
+    lock: str = ""
+
+    def unlocked(self) -> tuple[str, ...]:
+        """The requirements the lock does not cover (all of them without a lock)."""
+        names = {line.split("==")[0].lower() for line in self.locked}
+        return tuple(r for r in self.requirements if r.split("==")[0].split("[")[0].lower() not in names)
+
+    def locked_argv(self, dest: str, listing: str, pip: tuple[str, ...] = ("python3", "-m", "pip")) -> list[str]:
+        """Download exactly the lock's wheels; `listing` is a file holding `locked`."""
+        return [*self._base(dest, pip), "--no-deps", "--require-hashes", "-r", listing]
 
     def argv(self, dest: str, pip: tuple[str, ...] = ("python3", "-m", "pip")) -> list[str]:
+        return self._base(dest, pip) + list(self.unlocked())
+
+    def _base(self, dest: str, pip: tuple[str, ...]) -> list[str]:
         out = [*pip, "download", "--dest", dest, "--only-binary", ":all:", "--python-version", self.python,
                "--implementation", "cp", "--index-url", self.index_url]
         for url in self.extra_index_urls:
             out += ["--extra-index-url", url]
         for platform in self.platforms:
             out += ["--platform", platform]
-        return out + list(self.requirements)
+        return out
 
 
 def platforms(glibc: str, machine: str) -> tuple[str, ...]:
@@ -55,4 +70,6 @@ def pinset_download(pid: str, *, python: str, glibc: str = "2.36", machine: str 
     if p.torch_cuda and p.torch_cuda in kb.nvcc:
         reqs += list(kb.nvcc[p.torch_cuda].packages)  # the pip nvcc the CUDA fixes may install
     reqs += [r.package for r in kb.routers.values()]
-    return Download(tuple(dict.fromkeys([*reqs, *extra])), primary, extras, python, platforms(glibc, machine))
+    lock = pinlocks.find(p, machine, python)
+    return Download(tuple(dict.fromkeys([*reqs, *extra])), primary, extras, python, platforms(glibc, machine),
+                    tuple(lock.requirements()) if lock else (), f"{p.id}/{lock.path.name}" if lock else "")

