@@ -8,10 +8,9 @@ error messages pass text through `redact`, structures (events, plans) through
 (JSON's `\\"`, an env file's `\\$`, systemd's `%%`, shell quoting, repr) is
 masked as well as the raw value.
 
-Where secrets go on the target: the servers role writes them into one 0600
-env file that the units read (EnvironmentFile=), never into argv or a 0644
-file. extra_args is not a secret, so an API key there is refused (see
-`refuse_in_args`).
+extra_args is not a secret and ends in argv (`ps`) and 0644 unit files, so an
+API key there is refused (`refuse_in_args`); docs/inventory.md "Secrets" has
+the home decided for one (a 0600 env file), not built yet.
 """
 
 from __future__ import annotations
@@ -33,9 +32,9 @@ MIN_LENGTH = 6
 
 #: Flags of the engines and routers that take a secret as their value.
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
-SECRET_HOME = ("give the API key as the secret variable server_api_key (inventory or --set): the servers role "
-               "writes it into /etc/gpunode/secrets.env (mode 0600), which the units read, never into a "
-               "command line")
+SECRET_HOME = ("keep secrets off command lines; gpunode cannot pass a server API key yet: docs/inventory.md "
+               "'Secrets' gives the design (the secret variable server_api_key, written into a 0600 env file "
+               "the units read) and what to do until then")
 
 
 def is_secret_name(name: object) -> bool:
