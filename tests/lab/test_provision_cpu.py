@@ -123,9 +123,9 @@ def test_1_a_cut_during_the_engine_venv_install_fails_cleanly(box, inventory, pl
 
     def on_event(event, proc) -> None:
         if event.get("step") == "link:/usr/local/bin/uv" and not cut:
-            # The engine venv is next. On an idle machine uv installs it from the wheelhouse in
-            # under 10 s, so cut 3 s into the install, while it is surely still writing.
-            poll("uv to install the engine venv for 3 s", lambda: installing_for(3), timeout=300, every=0.2)
+            # The engine venv is next. From the lock (--no-deps, hashes given) uv installs it from
+            # the wheelhouse in a few seconds, so cut 1 s into the install, while it is still writing.
+            poll("uv to install the engine venv for 1 s", lambda: installing_for(1), timeout=300, every=0.2)
             cut.extend(cut_ssh_sessions(VMID))
 
     run = provision(inventory, VMID, on_event=on_event)
