@@ -23,6 +23,15 @@ def keygen(path: Path, kind: str = "ed25519") -> tuple[str, str]:
     return kind_name, blob
 
 
+def client_login(folder: Path) -> tuple[Path, Path]:
+    """A client key pair in folder and an authorized_keys that lets it in: (key, authorized_keys)."""
+    client = folder / "client_key"
+    kind, blob = keygen(client)
+    authorized = folder / "authorized_keys"
+    authorized.write_text(f"{kind} {blob}\n")
+    return client, authorized
+
+
 def fingerprint_of(pub: Path) -> str:
     out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", str(pub)], check=True,
                          capture_output=True, text=True).stdout

@@ -14,7 +14,7 @@ import pytest
 
 from gpunode.errors import HostKeyError
 from gpunode.transport import SshSettings, SshTransport
-from tests.unit.sshd_helpers import keygen, start_sshd
+from tests.unit.sshd_helpers import client_login, keygen, start_sshd
 
 GPUNODE = [sys.executable, "-c", "from gpunode.cli.main import main; main()"]
 
@@ -42,10 +42,7 @@ def sk_public_key(tmp_path) -> str:
 
 @pytest.fixture
 def server(tmp_path, monkeypatch):
-    client = tmp_path / "client_key"
-    kind, blob = keygen(client)
-    authorized = tmp_path / "authorized_keys"
-    authorized.write_text(f"{kind} {blob}\n")
+    client, authorized = client_login(tmp_path)
     sshd = start_sshd(tmp_path / "sshd", "127.0.0.3", authorized)
     (tmp_path / "home").mkdir()
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.ssh/config of the machine's user

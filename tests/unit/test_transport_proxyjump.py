@@ -15,17 +15,14 @@ import pytest
 
 from gpunode.errors import ConnectError, HostKeyError
 from gpunode.transport import SshSettings, SshTransport
-from tests.unit.sshd_helpers import keygen, start_sshd
+from tests.unit.sshd_helpers import client_login, keygen, start_sshd
 
 GPUNODE = [sys.executable, "-c", "from gpunode.cli.main import main; main()"]
 
 
 @pytest.fixture
 def jump(tmp_path, monkeypatch):
-    client = tmp_path / "client_key"
-    kind, blob = keygen(client)
-    authorized = tmp_path / "authorized_keys"
-    authorized.write_text(f"{kind} {blob}\n")
+    client, authorized = client_login(tmp_path)
     hop = start_sshd(tmp_path / "hop", "127.0.0.2", authorized, forwarding=True)
     target = start_sshd(tmp_path / "target", "127.0.0.3", authorized)
     home = tmp_path / "home"
