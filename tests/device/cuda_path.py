@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -129,7 +130,6 @@ def main() -> int:
             tar.add(Path(d) / "facts", arcname="facts")
         (args.out / "facts.tar.gz").write_bytes(buf.getvalue())
     facts = parse(raw)
-    from dataclasses import replace
     facts = replace(facts, model=QWEN36)
     plan = resolve(facts, {**roles.defaults(), "pinset": PINSET})
     res["plan"] = plan.to_dict()

@@ -12,8 +12,6 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-import pytest
-
 from gpunode import roles
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
@@ -78,8 +76,7 @@ def test_the_links_fix_gives_the_linker_what_run1_missed():
     assert "pip-cuda-home-links" not in [f["id"] for f in RUN1["plan"]["fixes"]]
 
 
-@pytest.mark.parametrize("pinset", ["cu12-legacy-cu128"])
-def test_cuda12_pip_layouts_get_no_cu13_links(pinset):
+def test_cuda12_pip_layouts_get_no_cu13_links():
     facts, _, _ = plan_and_steps()
-    plan = resolve(facts, {**VARS, "pinset": pinset})
+    plan = resolve(facts, {**VARS, "pinset": "cu12-legacy-cu128"})
     assert "pip-cuda-home-links" not in [f.id for f in plan.fixes]
