@@ -16,6 +16,7 @@ from typing import Any
 from gpunode import roles
 from gpunode.engine import RolePlan, TargetRecap, run_target, run_targets
 from gpunode.engine.events import Emit
+from gpunode.engine.lock import Owner
 from gpunode.errors import FactError, StepError
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
@@ -55,7 +56,7 @@ def check_model(facts: Facts, target: str) -> None:
 
 
 def prepare(target: Target, transport: Transport, *, only: str | None = None,
-            progress: Callable[[int, int, str], None] | None = None, facts_dir: Path | None = None,
+            progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
             resolve: Callable[..., Any] | None = None) -> Job:
     from gpunode.resolve import resolve as default_resolve
     from gpunode.roles.weights.role import staged_path_for
@@ -99,10 +100,12 @@ def check_dependencies(job: Job) -> None:
 
 
 def provision(jobs: Sequence[Job], *, check: bool = False, diff: bool = False, emit: Emit,
-              forks: int = 4) -> list[TargetRecap]:
+              forks: int = 4, owner: Owner | None = None) -> list[TargetRecap]:
+    """owner: who runs, with the run id that the journal and the JSON events both carry."""
     for job in jobs:
         if not check:
             check_dependencies(job)
     if len(jobs) == 1:
-        return [run_target(jobs[0].transport, jobs[0].roles, check=check, diff=diff, emit=emit)]
-    return run_targets([(j.transport, j.roles) for j in jobs], forks=forks, check=check, diff=diff, emit=emit)
+        return [run_target(jobs[0].transport, jobs[0].roles, check=check, diff=diff, emit=emit, owner=owner)]
+    return run_targets([(j.transport, j.roles) for j in jobs], forks=forks, check=check, diff=diff, emit=emit,
+                       owner=owner)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
@@ -16,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gpunode.engine.events import CHANGED, FAILED, OK, SCHEMA_VERSION, SKIPPED, Event, TargetRecap
+from gpunode.engine.events import CHANGED, FAILED, OK, SCHEMA_VERSION, SKIPPED, Event, Progress, Start, TargetRecap
 from gpunode.secrets import redact_data
 
 Redact = Callable[[str], str]
@@ -50,13 +52,22 @@ class HumanReport:
     show_ok=False hides steps that needed nothing (the recap still counts them).
     """
 
-    def __init__(self, console: Console | None = None, *, show_ok: bool = True, redact: Redact = _same):
+    def __init__(self, console: Console | None = None, *, show_ok: bool = True, redact: Redact = _same,
+                 live: Callable[[Start | Progress | TargetRecap], None] | None = None):
+        """live: receives Start, Progress and TargetRecap items (the live progress lines)."""
         self.console = console or Console()
         self.show_ok = show_ok
         self.redact = redact
+        self.live = live
 
-    def __call__(self, item: Event | TargetRecap) -> None:
+    def __call__(self, item: Start | Event | Progress | TargetRecap) -> None:
+        if isinstance(item, Start | Progress):
+            if self.live is not None:
+                self.live(item)
+            return
         if isinstance(item, TargetRecap):
+            if self.live is not None:
+                self.live(item)
             self._target_done(item)
             return
         if item.status == OK and not self.show_ok:
@@ -96,21 +107,51 @@ class HumanReport:
         self.console.print(table)
 
 
-class JsonLines:
-    """One JSON object per line: step/handler events, a target line per target, a final recap."""
+def timestamp(now: float | None = None) -> str:
+    """UTC, ISO 8601, milliseconds: 2026-12-03T09:47:13.123Z."""
+    now = time.time() if now is None else now
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
 
-    def __init__(self, stream: TextIO | None = None, *, redact: Redact = _same):
+
+class JsonLines:
+    """One JSON object per line: start, plan, step/handler and progress events, a target line per
+    target, a final recap. Every line carries `ts` (when it was written) and `run` (the run id,
+    the same one the target's journal records)."""
+
+    #: At most one progress line per target and step per this many seconds (the last one always).
+    PROGRESS_EVERY_S = 1.0
+
+    def __init__(self, stream: TextIO | None = None, *, redact: Redact = _same, run_id: str = ""):
         """redact: applied to every string of an event's structure before json.dumps, so a secret
         holding a quote is masked as itself, not searched for in its JSON-escaped form."""
         self.stream = stream or sys.stdout
         self.redact = redact
+        self.run_id = run_id
+        self._lock = threading.Lock()  # progress comes from the targets' threads
+        self._last_progress: dict[tuple[str, str], float] = {}
 
     def _write(self, data: dict[str, Any]) -> None:
-        self.stream.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
-        self.stream.flush()
+        line = {"v": data.pop("v", SCHEMA_VERSION), "type": data.pop("type"), "ts": timestamp(),
+                "run": self.run_id, **data}
+        text = json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n"
+        with self._lock:
+            self.stream.write(text)
+            self.stream.flush()
 
-    def __call__(self, item: Event | TargetRecap) -> None:
+    def __call__(self, item: Start | Event | Progress | TargetRecap) -> None:
+        if isinstance(item, Progress) and not self._due(item):
+            return
         self._write(redact_data(item.to_dict(), self.redact))
+
+    def _due(self, item: Progress) -> bool:
+        key = (item.target, item.step)
+        now = time.monotonic()
+        with self._lock:
+            final = item.total > 0 and item.done >= item.total
+            if not final and now - self._last_progress.get(key, float("-inf")) < self.PROGRESS_EVERY_S:
+                return False
+            self._last_progress[key] = now
+            return True
 
     def plan(self, target: str, plan: dict[str, Any]) -> None:
         """The resolved plan of a target (schema gpunode.plan/1), before its steps run."""

@@ -6,7 +6,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from gpunode.engine.events import Event, TargetRecap
+from gpunode.engine.events import Event, Progress, Start, TargetRecap
 from gpunode.transport import LocalTransport
 
 
@@ -32,9 +32,13 @@ class Collect:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.recaps: list[TargetRecap] = []
+        self.others: list[Start | Progress] = []
 
     def __call__(self, item) -> None:
-        (self.recaps if isinstance(item, TargetRecap) else self.events).append(item)
+        if isinstance(item, Start | Progress):
+            self.others.append(item)
+        else:
+            (self.recaps if isinstance(item, TargetRecap) else self.events).append(item)
 
     def by_step(self) -> dict[str, Event]:
         return {e.step: e for e in self.events}

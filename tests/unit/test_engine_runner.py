@@ -199,17 +199,19 @@ def test_a_handler_notified_by_several_steps_fires_once_after_the_role(root, sta
 
 def test_json_lines_match_the_documented_schema(root, state):
     out = io.StringIO()
-    sink = JsonLines(out)
+    sink = JsonLines(out, run_id="20261203-094713-1a2b3c")
     recap = run_target(CountingTransport("box"), [demo_role(root)], emit=sink, state_dir=state)
     sink.finish([recap])
     lines = [json.loads(x) for x in out.getvalue().splitlines()]
-    step_keys = {"v", "type", "target", "role", "step", "status", "reason", "duration", "check"}
-    assert [x["type"] for x in lines] == ["step", "step", "step", "handler", "target", "recap"]
-    for line in lines[:4]:
+    step_keys = {"v", "type", "ts", "run", "target", "role", "step", "status", "reason", "duration", "check"}
+    assert [x["type"] for x in lines] == ["start", "step", "step", "step", "handler", "target", "recap"]
+    assert lines[0]["steps"] == 3 and lines[0]["roles"] == ["demo"]
+    for line in lines[1:5]:
         assert set(line) == step_keys and line["v"] == 1 and line["target"] == "box"
-    assert lines[4]["round_trips"] == recap.round_trips and lines[4]["error"] == ""
-    assert lines[5]["succeeded"] is True and lines[5]["changed"] == 4
-    assert lines[5]["targets"][0]["target"] == "box"
+    assert {x["run"] for x in lines} == {"20261203-094713-1a2b3c"}
+    assert lines[5]["round_trips"] == recap.round_trips and lines[5]["error"] == ""
+    assert lines[6]["succeeded"] is True and lines[6]["changed"] == 4
+    assert lines[6]["targets"][0]["target"] == "box"
 
 
 def test_targets_run_in_parallel_and_wait_for_each_others_lock(tmp_path, state):
@@ -237,7 +239,7 @@ def test_a_run_that_lost_its_lock_stops_before_the_next_change(root, state):
         if getattr(item, "status", "") == "changed" and len(seen.events) == 1:
             break_lock(CountingTransport(), state)  # as if the connection holding the lock had died
 
-    recap = run_target(CountingTransport(), [role], emit=emit, state_dir=state)
+    run_target(CountingTransport(), [role], emit=emit, state_dir=state)
     assert seen.statuses() == [(f"file:{root}/0.conf", "changed"), (f"file:{root}/1.conf", "failed"),
                                (f"file:{root}/2.conf", "skipped")]
     assert "this run lost the lock" in seen.events[1].reason

@@ -9,8 +9,10 @@ from rich.console import Console
 
 from gpunode import pipeline
 from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
-from gpunode.cli.progress import ByteProgress
+from gpunode.cli.progress import Feed, LiveLines
 from gpunode.cli.session import Session
+from gpunode.engine.lock import Owner
+from gpunode.engine.runner import new_run_id
 from gpunode.report import HumanReport, JsonLines
 from gpunode.secrets import redact
 
@@ -39,13 +41,16 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     inv = load_inventory(inventory)
     targets = select_targets(inv, host, ct, group, parse_sets(set_))
     check = check or bool(facts)
-    console = Console(stderr=json)
-    sink = JsonLines(sys.stdout, redact=redact) if json else HumanReport(console, redact=redact)
-    bar = ByteProgress(console) if not json else None
+    console = Console(stderr=True) if json else Console()
+    run_id = new_run_id()
+    live = None if json else LiveLines(console)
+    sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(console, redact=redact,
+                                                                                        live=live)
     with Session() as session:
         jobs = []
         for target in targets:
-            jobs.append(pipeline.prepare(target, session.transport(target), only=only, progress=bar,
+            jobs.append(pipeline.prepare(target, session.transport(target), only=only,
+                                         progress=Feed(target.name, sink),
                                          facts_dir=Path(facts) if facts else None))
             if json:
                 sink.plan(target.name, jobs[-1].plan.to_dict())
@@ -55,10 +60,11 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 console.print(f"[bold]{target.name}[/bold]: plan")
                 console.print(redact(render(jobs[-1].plan)), markup=False, highlight=False, soft_wrap=True)
         try:
-            recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks)
+            recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks,
+                                        owner=Owner.current(run_id))
         finally:
-            if bar:
-                bar.stop()
+            if live is not None:
+                live.stop()
     sink.finish(recaps)
     if any(r.failed or r.error for r in recaps):
         raise Exit(code=2)

@@ -1,5 +1,5 @@
-"""What the engine tells the outside world: one Event per step or handler, and a
-TargetRecap per target.
+"""What the engine tells the outside world: a Start when a target's run begins, one Event per
+step or handler, Progress while a long step runs, and a TargetRecap per target.
 
 The engine never prints; it hands Events to an `emit` callback. report.py
 turns them into rich output or JSON lines (schema in docs/events.md, whose
@@ -98,9 +98,44 @@ class TargetRecap:
         }
 
 
-#: Receives every Event as it happens, and each TargetRecap when its target is done.
-Emit = Callable[[Event | TargetRecap], None]
+@dataclass(frozen=True)
+class Start:
+    """A target's run begins (before its lock and probe): how many steps it will report."""
+
+    target: str
+    roles: tuple[str, ...] = ()
+    steps: int = 0
+    check: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": SCHEMA_VERSION, "type": "start", "target": self.target, "roles": list(self.roles),
+                "steps": self.steps, "check": self.check}
 
 
-def discard(event: Event | TargetRecap) -> None:
+@dataclass(frozen=True)
+class Progress:
+    """Where a long step stands (weight staging, engine install, readiness wait) while it runs.
+
+    unit: what done/total count ("bytes", "packages", "servers"); total 0 when unknown.
+    detail: the current file, package or per-server state, one line.
+    """
+
+    target: str
+    step: str
+    done: int
+    total: int
+    unit: str = "bytes"
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": SCHEMA_VERSION, "type": "progress", "target": self.target, "step": self.step,
+                "done": self.done, "total": self.total, "unit": self.unit, "detail": self.detail}
+
+
+#: Receives a Start when a target begins, every Event as it happens, Progress while a long step
+#: runs, and each TargetRecap when its target is done.
+Emit = Callable[[Start | Event | Progress | TargetRecap], None]
+
+
+def discard(event: Start | Event | Progress | TargetRecap) -> None:
     """The default sink: keep nothing."""

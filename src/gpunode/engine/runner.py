@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gpunode.engine import journal, lock, probe
-from gpunode.engine.events import CHANGED, FAILED, OK, SKIPPED, Emit, Event, TargetRecap, discard
+from gpunode.engine.events import CHANGED, FAILED, OK, SKIPPED, Emit, Event, Start, TargetRecap, discard
 from gpunode.engine.handlers import ordered, resolve
 from gpunode.engine.journal import Entry, Pending
 from gpunode.engine.metered import Metered
@@ -294,6 +294,7 @@ def run_target(
     recap = TargetRecap(target.name, check=check)
     run = _Run(metered, roles, check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()), recap)
     held: lock.TargetLock | None = None
+    emit(Start(target.name, tuple(r.name for r in roles), sum(len(r.steps) for r in roles), check))
     try:
         held = _acquire(metered, state_dir, run.owner, check, lock_wait)
         plans = run.plan()

@@ -16,7 +16,8 @@ class RoleContext:
     vars: dict[str, Any]
     facts: Facts
     plan: Any  # gpunode.resolve.plan.Plan
-    progress: Callable[[int, int, str], None] | None = None
+    #: (done, total, name, unit="bytes", step=""): where a long step stands (cli/progress.Feed)
+    progress: Callable[..., None] | None = None
     origins: dict[str, str] = field(default_factory=dict)  # variable -> file:line, "--set" or "role defaults"
 
     def where(self, name: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-Progress = Callable[[int, int, str], None]
+#: (done, total, name, unit="bytes", step=""); see gpunode.cli.progress.Feed
+Progress = Callable[..., None]
 
 
 class ProgressSink:
