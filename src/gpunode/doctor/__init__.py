@@ -1,0 +1,1 @@
+"""inv doctor: a catalogue of known failures (compat/doctor.yml) and their detection on a target."""
