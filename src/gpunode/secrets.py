@@ -9,8 +9,8 @@ error messages pass text through `redact`, structures (events, plans) through
 masked as well as the raw value.
 
 extra_args is not a secret and ends in argv (`ps`) and 0644 unit files, so an
-API key there is refused (`refuse_in_args`); docs/inventory.md "Secrets" has
-the home decided for one (a 0600 env file), not built yet.
+API key there is refused (`refuse_in_args`), pointing to server_api_key, whose
+home is roles/servers/secretfiles.py (0600 files the units read).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ MIN_LENGTH = 6
 
 #: Flags of the engines and routers that take a secret as their value.
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
-SECRET_HOME = ("keep secrets off command lines; gpunode cannot pass a server API key yet: docs/inventory.md "
-               "'Secrets' gives the design (the secret variable server_api_key, written into a 0600 env file "
-               "the units read) and what to do until then")
+SECRET_HOME = ("keep secrets off command lines: set the servers' API key as the variable server_api_key "
+               "(inventory or --set); gpunode writes it into 0600 files the units read (docs/inventory.md "
+               "'Secrets')")
 
 
 def is_secret_name(name: object) -> bool:

@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from gpunode.errors import InventoryError
+from gpunode.secrets import is_secret_name
 from gpunode.steps.unitfmt import control_chars
 
 ROLES = ("base", "engine", "cuda_fixes", "weights", "servers", "demo")
@@ -215,6 +216,6 @@ def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None
         except Bad as exc:
             where = origins.get(name) or f"roles/{role}/defaults.yml"
             # Arguments may carry an API key (--api-key ...): name them, do not print them.
-            shown = f"{name}=..." if spec == "args" else f"{name}={value!r}"
+            shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={value!r}"
             raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
                                  target=target, hint=f"fix {name} at {where}") from None

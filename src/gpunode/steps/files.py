@@ -147,7 +147,8 @@ class File(Step):
         return hashlib.sha256(self.data).hexdigest()
 
     def probe(self) -> list[str]:
-        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, str(DIFF_LIMIT)]
+        # A sensitive file's old content (an old key) never crosses the wire: it is not shown.
+        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, "0" if self.sensitive else str(DIFF_LIMIT)]
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:
@@ -181,7 +182,7 @@ class File(Step):
 
     def _diff(self, old: str, old_size: int | None) -> str:
         if self.sensitive:
-            return f"(diff of {self.path} hidden: the content is marked sensitive)\n"
+            return f"(secret changed: the diff of {self.path} is hidden, the content is sensitive)\n"
         if old_size is not None and old_size > DIFF_LIMIT:
             return f"(diff of {self.path} omitted: the current file has {old_size} bytes)\n"
         try:

@@ -52,9 +52,11 @@ done
 # A router admits a worker only after its own health checks pass, so the first
 # requests through it may get 503 for a few seconds: retry until the deadline.
 _ASK = r"""
-url=$1; body=$2; deadline=$(( $(date +%s) + $3 ))
-until out=$(curl -sS --fail-with-body --max-time 120 -H 'Content-Type: application/json' -d "$body" \
-            "$url/v1/completions" 2>&1); do
+# curl's config (the Authorization header, when the servers need a key) comes on stdin
+# and goes to curl through a pipe from the shell's builtin printf: never into an argv.
+url=$1; body=$2; deadline=$(( $(date +%s) + $3 )); auth=$(cat)
+until out=$(printf '%s\n' "$auth" | curl -sS --fail-with-body --max-time 120 -K - \
+            -H 'Content-Type: application/json' -d "$body" "$url/v1/completions" 2>&1); do
   [ "$(date +%s)" -lt "$deadline" ] || { printf '%s\n' "$out"; exit 1; }
   sleep 2
 done
@@ -74,6 +76,7 @@ class Ready(Step):
     grace_s: int = 1800
     ask_s: int = 120
     prompt: str = "The capital of France is"
+    auth: str = field(default="", repr=False)  # curl config with the API key header (a secret)
 
     @property
     def id(self) -> str:
@@ -98,7 +101,8 @@ class Ready(Step):
             self._fail(target, result.stdout, result.exit_code)
         for e in self.endpoints:
             body = json.dumps({"model": e.model, "prompt": self.prompt, "max_tokens": 8, "temperature": 0})
-            r = target.run(shell.sh(_ASK, e.url, body, str(self.ask_s)), timeout=self.ask_s + 180)
+            r = target.run(shell.sh(_ASK, e.url, body, str(self.ask_s)), stdin=self.auth.encode(),
+                           timeout=self.ask_s + 180)
             try:
                 text = json.loads(r.stdout)["choices"][0]["text"]
             except (ValueError, KeyError, IndexError, TypeError):

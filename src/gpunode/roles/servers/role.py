@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
+from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home
 from gpunode.roles.weights.role import staged_path
 from gpunode.steps.files import File, Template
 from gpunode.steps.health import Endpoint, Ready
@@ -60,6 +61,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     servers = servers_from_plan(ctx)
     check_ports(ctx, servers)
     model = served_model_name(ctx)
+    key = str(v.get("server_api_key") or "")
     steps: list = []
     stage = STAGE_UNIT if v["weights_stage"] else ""
     if stage:
@@ -74,11 +76,16 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     for s in servers:
         env_file = f"/etc/gpunode/{s.name}.env"
         steps.append(File(path=env_file, content=env_text(s.env), notify=(f"restart:{s.unit}",)))
+        home = server_home(ctx.plan.engine, s.name, s.unit, key)
+        if home.file:
+            steps.append(home.file)
         steps.append(Template(path=f"{UNIT_DIR}/{s.unit}", template="servers/server.service.j2",
                               vars={"engine": unit_text(ctx.plan.engine, "engine"), "name": unit_text(s.name),
                                     "device": unit_text(s.device, "gpus"), "stage_unit": unit_text(stage),
                                     "env_file": unit_path(env_file), "workdir": unit_path("/var/lib/gpunode"),
-                                    "exec_start": exec_line(s.argv, f"the command line of {s.name}"),
+                                    "secrets_file": unit_path(home.env_file) if home.env_file else unit_text(""),
+                                    "exec_start": exec_line([*s.argv, *home.extra_argv],
+                                                            f"the command line of {s.name}"),
                                     "cpu_affinity": unit_text(s.cpu_affinity, "slot_cores"),
                                     "start_timeout": unit_seconds(v["servers_start_timeout"],
                                                                   "servers_start_timeout")},
@@ -87,12 +94,16 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     router = router_argv(ctx, servers) if v["servers_router"] else None
     if router:
         argv, port, env = router
+        home, argv = router_home(argv, ROUTER_UNIT, key)
         steps.append(File(path="/etc/gpunode/router.env", content=env_text(env), notify=(f"restart:{ROUTER_UNIT}",)))
+        if home.file:
+            steps.append(home.file)
         steps.append(Template(path=f"{UNIT_DIR}/{ROUTER_UNIT}", template="servers/router.service.j2",
                               vars={"workers": len(servers),
                                     "policy": unit_text(ctx.plan.router.policy, "router_policy"),
                                     "server_units": unit_words([s.unit for s in servers]),
                                     "env_file": unit_path("/etc/gpunode/router.env"),
+                                    "secrets_file": unit_path(home.env_file) if home.env_file else unit_text(""),
                                     "workdir": unit_path("/var/lib/gpunode"),
                                     "exec_start": exec_line(argv, "the router's command line")},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
@@ -103,5 +114,6 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         # unit is restarted once (restart starts a stopped unit), never started then restarted.
         units = ([stage] if stage else []) + [s.unit for s in servers] + ([ROUTER_UNIT] if router else [])
         plans.append(RolePlan("services", [Service(name=u, enabled=True, running=True) for u in units]))
-        plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]))]))
+        plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]),
+                                              auth=curl_auth(key))]))
     return plans
