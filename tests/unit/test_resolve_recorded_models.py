@@ -1,0 +1,62 @@
+"""The real configs in tests/data/models (each folder's SOURCE says where it came from),
+config only, resolved on recorded GPU shapes: every plan is sized from the config, and the
+family rules hold (MLA never trtllm_mha, gpt-oss never flashinfer, NVFP4 only on Blackwell)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpunode.errors import ResolveError
+from gpunode.facts.model import parse_model
+from gpunode.resolve import resolve
+from tests.unit.resolve_facts import DATA, on
+
+MODELS = sorted(d for d in (DATA / "models").iterdir() if (d / "config.json").exists())
+SHAPES = ("b200-x8", "h100-x8", "rtx-pro-6000-x8", "a100-x2-mig", "h200-x1")
+
+
+def recorded(folder: Path):
+    text = (folder / "config.json").read_text()
+    quant = folder / "hf_quant_config.json"
+    return parse_model(f"/models/{folder.name}", f"{len(text)} ./config.json", text, None,
+                       quant.read_text() if quant.exists() else None, None)
+
+
+def outcome(folder: Path, shape: str):
+    try:
+        return resolve(on(shape, model=recorded(folder)))
+    except ResolveError as exc:
+        return exc
+
+
+@pytest.mark.parametrize("folder", MODELS, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules(folder, shape):
+    result = outcome(folder, shape)
+    if isinstance(result, ResolveError):
+        assert "does not fit" in result.message or "cannot run" in result.message, result.message
+        return
+    assert "estimated from config.json" in result.decision("model size").reason
+    argv = result.servers[0].argv
+    chosen = argv[argv.index("--attention-backend") + 1]
+    if "deepseek" in folder.name or "kimi" in folder.name:
+        assert chosen != "trtllm_mha"
+    if "gpt-oss" in folder.name:
+        assert chosen in {"triton", "trtllm_mha", "fa3", "fa4"}
+
+
+def test_kimi_k2_needs_all_eight_b200_and_fits_on_no_smaller_box():
+    plan = outcome(DATA / "models" / "kimi-k2-instruct", "b200-x8")
+    assert plan.topology.kind == "tensor-parallel" and plan.topology.tp == 8
+    for shape in ("h100-x8", "rtx-pro-6000-x8", "h200-x1"):
+        assert "does not fit" in outcome(DATA / "models" / "kimi-k2-instruct", shape).message
+
+
+@pytest.mark.parametrize("name", ["qwen3.6-27b-nvfp4", "qwen3.6-35b-a3b-nvfp4"])
+def test_modelopt_mixed_precision_checkpoints_are_nvfp4_and_refused_before_blackwell(name):
+    assert recorded(DATA / "models" / name).quantization == "nvfp4"
+    for shape in ("h100-x8", "a100-x2-mig", "h200-x1"):
+        assert "nvfp4" in outcome(DATA / "models" / name, shape).message
+    assert not isinstance(outcome(DATA / "models" / name, "rtx-pro-6000-x8"), ResolveError)
