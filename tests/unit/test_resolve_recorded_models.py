@@ -1,6 +1,7 @@
 """The real configs in tests/data/models (each folder's SOURCE says where it came from),
 config only, resolved on recorded GPU shapes: every plan is sized from the config, and the
-family rules hold (MLA never trtllm_mha, gpt-oss never flashinfer, NVFP4 only on Blackwell)."""
+family rules hold (MLA never trtllm_mha, gpt-oss never flashinfer, NVFP4 only on Blackwell), and
+every flag and value of every plan is one that tests/test_wheel_flags.py proves against the wheel."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import pytest
 from gpunode.errors import ResolveError
 from gpunode.facts.model import parse_model
 from gpunode.resolve import resolve
+from gpunode.resolve.emittable import emittable
+from gpunode.resolve.load import load
 from tests.unit.resolve_facts import DATA, on
+from tests.unit.test_resolve_emittable import covered, plan_uses
+
+KB = load()
 
 MODELS = sorted(d for d in (DATA / "models").iterdir() if (d / "config.json").exists())
 SHAPES = ("b200-x8", "h100-x8", "rtx-pro-6000-x8", "a100-x2-mig", "h200-x1")
@@ -39,6 +45,8 @@ def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules
         assert "does not fit" in result.message or "cannot run" in result.message, result.message
         return
     assert "estimated from config.json" in result.decision("model size").reason
+    em = emittable(KB, KB.pinset(result.pinset))
+    assert not [f"{u.flag} {u.value}" for u in plan_uses(result) if not covered(u, em)]
     argv = result.servers[0].argv
     chosen = argv[argv.index("--attention-backend") + 1]
     if "deepseek" in folder.name or "kimi" in folder.name:
