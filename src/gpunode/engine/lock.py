@@ -18,6 +18,8 @@ folder. A run that hangs with its connection half-open can be ended with
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import getpass
 import json
@@ -33,24 +35,31 @@ from gpunode.transport.base import Held, Transport
 
 # The first line of the lock shell is a marker that break_lock looks for in
 # /proc/<pid>/cmdline before it kills anything.
+# $3, when given, is the run's batched probe: it runs right after the lock is taken and its output
+# goes back base64-encoded on the first line, so lock and probe cost one round trip together.
+_PROBED = """out() { if [ -z "$P" ]; then echo "$1"; return; fi
+printf '%s ' "$1"; ( eval "$P" ) </dev/null 2>&1 | base64 -w0; echo; }
+P=$3
+"""
+
 _EXCLUSIVE = """# gpunode-lock
 d=$1
-umask 077
-mkdir -p "$d" 2>/dev/null || { echo "ERROR cannot create $d"; exit 0; }
+""" + _PROBED + """umask 077
+[ -d "$d" ] || mkdir -p "$d" 2>/dev/null || { echo "ERROR cannot create $d"; exit 0; }
 exec 9>>"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
 if ! flock -n -x 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
 printf '%s %s\\n' "$$" "$2" > "$d/lock.owner.new" && mv -f "$d/lock.owner.new" "$d/lock.owner"
-echo LOCKED
+out LOCKED
 while read -r _; do :; done
 rm -f "$d/lock.owner"
 """
 
 _SHARED = """# gpunode-lock (check)
 d=$1
-[ -e "$d/lock" ] || { echo FREE; exit 0; }
+""" + _PROBED + """[ -e "$d/lock" ] || { out FREE; exit 0; }
 exec 9<"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
 if ! flock -n -s 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
-echo LOCKED
+out LOCKED
 while read -r _; do :; done
 """
 
@@ -157,10 +166,12 @@ class Owner:
 
 
 class TargetLock:
-    """A held lock; release() is safe to call twice."""
+    """A held lock; release() is safe to call twice. `probed`: the output of the probe that
+    acquire() ran under the lock in the same round trip ("" when none was given)."""
 
-    def __init__(self, held: Held | None):
+    def __init__(self, held: Held | None, probed: str = ""):
         self._held = held
+        self.probed = probed
 
     def release(self) -> None:
         held, self._held = self._held, None
@@ -176,16 +187,22 @@ class TargetLock:
         self.release()
 
 
-def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = False) -> TargetLock:
-    """Take the target's lock (shared for check runs) or raise LockError naming its holder."""
+def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = False,
+            probe: str = "") -> TargetLock:
+    """Take the target's lock (shared for check runs) or raise LockError naming its holder.
+
+    probe: shell text run on the target once the lock is held (in the same round trip); its
+    stdout and stderr are in the returned lock's `probed`.
+    """
     script = _SHARED if shared else _EXCLUSIVE
-    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json()])
+    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json(), probe])
     word, _, rest = held.first_line.partition(" ")
+    probed = _decode(rest) if probe and word in ("LOCKED", "FREE") else ""
     if word == "LOCKED":
-        return TargetLock(held)
+        return TargetLock(held, probed)
     held.release()
     if word == "FREE":
-        return TargetLock(None)
+        return TargetLock(None, probed)
     if word == "BUSY":
         pid, holder = Owner.parse(rest)
         who = holder.describe() if holder else "a check run or a run that left no owner record"
@@ -204,6 +221,13 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
         evidence=held.first_line or "(the lock shell said nothing)",
         hint=f"check that {state_dir} is writable and that flock(1) (util-linux) is installed",
     )
+
+
+def _decode(text: str) -> str:
+    try:
+        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return ""  # the probe's parser then says that it ended early, with the evidence
 
 
 def break_lock(target: Transport, state_dir: str) -> str:

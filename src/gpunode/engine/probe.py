@@ -46,11 +46,29 @@ def parse(output: str, count: int, nonce: str) -> list[Probe]:
     return [found[i] for i in range(count)]
 
 
+#: The batch rides in the lock shell's argv when it is at most this long (Linux refuses one
+#: argument over 128 KiB, and quoting for ssh and pct grows it); a longer one goes on stdin.
+INLINE_LIMIT = 96 * 1024
+
+
+def new_nonce() -> str:
+    return "gpunode-" + secrets.token_hex(8)
+
+
+def parse_for(target: str, output: str, count: int, nonce: str) -> list[Probe]:
+    """parse(), with the target named in the error."""
+    try:
+        return parse(output, count, nonce)
+    except FactError as exc:
+        exc.target = target
+        raise
+
+
 def run_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Probe]:
     """Run all probes in one command; one Probe per argv, in order."""
     if not probes:
         return []
-    nonce = "gpunode-" + secrets.token_hex(8)
+    nonce = new_nonce()
     # The script goes in on stdin: as one argv word it would hit Linux's
     # 128 KiB limit per argument on runs with many steps.
     result = target.run(["sh", "-s"], stdin=build(probes, nonce).encode())

@@ -1,7 +1,9 @@
 """Run roles on targets: lock, one batched probe, check, apply, handlers, journal, recap.
 
-A no-op re-run costs two commands per target: the lock shell and the batched
-probe (which also reads the handlers left pending by an earlier run). Each
+A no-op re-run costs one command per target: the lock shell, which runs the
+batched probe (every step's probe and the handlers left pending by an earlier
+run) as soon as it holds the lock and sends its output back on its first line;
+when nothing is to be applied the lock is released at once. Each
 step that changes costs its apply plus one journal command; once something
 has changed, the next changing step is probed again just before it applies,
 because the earlier change may already have done its work.
@@ -71,8 +73,8 @@ class _Run:
 
     # -- check -------------------------------------------------------------------
 
-    def plan(self) -> list[list[Outcome | BaseException]]:
-        """One batched probe for all steps of all roles, then every step's check."""
+    def argvs(self) -> tuple[list[list[str]], dict[tuple[int, int], BaseException]]:
+        """Every step's probe argv of all roles, then the pending handlers' (the last one)."""
         argvs: list[list[str]] = []
         broken: dict[tuple[int, int], BaseException] = {}
         for r, role in enumerate(self.roles):
@@ -83,7 +85,11 @@ class _Run:
                     broken[(r, s)] = exc
                     argvs.append(["true"])
         argvs.append(journal.pending_probe(self.state_dir))
-        results = probe.run_batch(self.target, argvs)
+        return argvs, broken
+
+    def plan(self, results: Sequence[probe.Probe],
+             broken: dict[tuple[int, int], BaseException]) -> list[list[Outcome | BaseException]]:
+        """Every step's check against its share of the one batched probe."""
         self.pending = journal.parse_pending(results[-1].output)
         plans: list[list[Outcome | BaseException]] = []
         i = 0
@@ -296,8 +302,20 @@ def run_target(
     held: lock.TargetLock | None = None
     emit(Start(target.name, tuple(r.name for r in roles), sum(len(r.steps) for r in roles), check))
     try:
-        held = _acquire(metered, state_dir, run.owner, check, lock_wait)
-        plans = run.plan()
+        argvs, broken = run.argvs()
+        nonce = probe.new_nonce()
+        script = probe.build(argvs, nonce)
+        if len(script) <= probe.INLINE_LIMIT:
+            # Lock, pending handlers and every step's probe in one round trip.
+            held = _acquire(metered, state_dir, run.owner, check, lock_wait, script)
+            results = probe.parse_for(target.name, held.probed, len(argvs), nonce)
+        else:
+            held = _acquire(metered, state_dir, run.owner, check, lock_wait)
+            results = probe.run_batch(metered, argvs)
+        plans = run.plan(results, broken)
+        if check or not (run.pending or _changes(plans)):
+            # Nothing will be applied: the lock goes now, in the round trip that took it.
+            held.release()
         if check:
             run.report_plan(plans)
         else:
@@ -316,11 +334,16 @@ def run_target(
     return recap
 
 
-def _acquire(target: Transport, state_dir: str, owner: lock.Owner, check: bool, wait: float) -> lock.TargetLock:
+def _changes(plans: list[list[Outcome | BaseException]]) -> bool:
+    return any(isinstance(outcome, Change) for row in plans for outcome in row)
+
+
+def _acquire(target: Transport, state_dir: str, owner: lock.Owner, check: bool, wait: float,
+             script: str = "") -> lock.TargetLock:
     deadline = time.monotonic() + wait
     while True:
         try:
-            return lock.acquire(target, state_dir, owner, shared=check)
+            return lock.acquire(target, state_dir, owner, shared=check, probe=script)
         except LockError:
             if time.monotonic() >= deadline:
                 raise
