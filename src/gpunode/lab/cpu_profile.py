@@ -45,6 +45,16 @@ def locked() -> list[str]:
     return lock.requirements() if lock else []
 
 
+def pinned(wanted: list[str], lock: list[str]) -> list[str]:
+    """The wheelhouse request: every locked package at its locked version, then what the lock does
+    not name (the router, uv). Resolving the top-level pins alone would take each dependency's
+    newest release, which differs from the lock on any day after it was made (a fresh machine
+    found filelock and openai moved on)."""
+    pins = [line.split(" ", 1)[0] for line in lock]
+    names = {pin.split("==")[0].lower() for pin in pins}
+    return [*pins, *(r for r in wanted if r.split("==")[0].split("[")[0].lower() not in names)]
+
+
 def _run(argv: list[str], what: str, **kw) -> None:
     result = subprocess.run(argv, capture_output=True, text=True, **kw)
     if result.returncode != 0:
@@ -81,8 +91,9 @@ def prepare(progress: Progress | None = None) -> dict[str, str]:
     from gpunode.lab.wheelhouse import build_wheelhouse
 
     say(f"cpu profile: wheelhouse {WHEELS}")
-    house = build_wheelhouse(WHEELS, requirements(), find_links=fetch_cpu_torch(say))
-    lacking = house.lacks(locked())
+    lock = locked()
+    house = build_wheelhouse(WHEELS, pinned(requirements(), lock), find_links=fetch_cpu_torch(say))
+    lacking = house.lacks(lock)
     if lacking:
         # the engine role installs the cpu pin set from its lock, by hash, from this folder
         raise StepError(f"the cpu wheelhouse {WHEELS} lacks the locked wheels of {', '.join(lacking[:8])}",

