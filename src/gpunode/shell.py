@@ -18,7 +18,7 @@ def quote(arg: str) -> str:
     """Quote one argument so that a POSIX shell reads it back verbatim."""
     if arg == "":
         return "''"
-    if _SAFE.match(arg):
+    if _SAFE.fullmatch(arg):
         return arg
     return "'" + arg.replace("'", "'\"'\"'") + "'"
 

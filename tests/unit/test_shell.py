@@ -28,3 +28,9 @@ def test_simple_words_stay_readable():
 def test_sh_passes_args_as_positional_parameters():
     argv = shell.sh('printf "%s" "$1"', "$(touch /tmp/pwned)")
     assert subprocess.run(argv, capture_output=True, text=True).stdout == "$(touch /tmp/pwned)"
+
+
+def test_a_trailing_newline_is_quoted_not_left_to_end_the_command():
+    # re's `$` also matches before a final newline: "0\n" once passed as a safe bare word
+    assert shell.quote("0\n") == "'0\n'"
+    assert shell.join(["echo", "x\n", "y"]) == "echo 'x\n' y"
