@@ -143,6 +143,7 @@ def test_a_unit_from_gpunode_s_template_passes_every_special_as_data(box):
     unit = Template(f"{UNIT_DIR}/{name}", template="servers/server.service.j2", vars={
         "engine": unit_text("test"), "name": unit_text("argvtest"), "device": unit_text("100% CPU"),
         "stage_unit": unit_text(""), "env_file": unit_path(env_file), "workdir": unit_path("/tmp"),
+        "secrets_file": unit_text(""),
         "exec_start": exec_line(["/bin/sh", "-c", DUMP, "sh", *SPECIAL_ARGS]), "cpu_affinity": unit_text(""),
         "start_timeout": unit_seconds(60)})
     box.sh('mkdir -p /etc/gpunode && cat > "$1"', env_file, input=env_text(SPECIAL_ENV))
