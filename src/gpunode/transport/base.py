@@ -215,7 +215,7 @@ class Transport(ABC):
         def consume() -> None:
             try:
                 with reader, tarfile.open(fileobj=reader, mode="r|") as tar:
-                    tar.extractall(str(local_dir), filter="data")
+                    extract_data(tar, local_dir)
             except BaseException as exc:  # noqa: BLE001 - reported below
                 errors.append(exc)
 
@@ -224,6 +224,10 @@ class Transport(ABC):
         try:
             with writer:
                 self.run(["tar", "-c", "-C", src_dir, "-f", "-", "."], sink=writer, check=True)
+        except BrokenPipeError:
+            thread.join()
+            if not errors:  # else the local side stopped reading, and its own error says why
+                raise
         finally:
             thread.join()
         if errors:
@@ -234,6 +238,36 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def extract_data(tar: tarfile.TarFile, dest: Path) -> None:
+    """Extract a streamed tar of a target's folder as plain data, like tarfile's "data" filter:
+    no member outside `dest` (`..`, or a link pointing out; a leading / is dropped), no devices, no setuid or
+    group/other write bits. The filter itself is used where it exists; Debian 12's Python 3.11.2
+    predates it (3.11.4), so there the same rules are applied here."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(str(dest), filter="data")
+        return
+    root = dest.resolve()
+
+    def inside(path: Path) -> bool:
+        return path == root or root in path.parents
+
+    for member in tar:
+        member.name = member.name.lstrip("/")  # as the filter does: an absolute name lands inside
+        target = (root / member.name).resolve()
+        if not inside(target):
+            raise tarfile.TarError(f"{member.name!r} would land outside {dest}")
+        if member.issym() and not inside((target.parent / member.linkname).resolve()):
+            raise tarfile.TarError(f"{member.name!r} links outside {dest}")
+        if member.islnk() and not inside((root / member.linkname).resolve()):
+            raise tarfile.TarError(f"{member.name!r} links outside {dest}")
+        if not (member.isreg() or member.isdir() or member.issym() or member.islnk()):
+            raise tarfile.TarError(f"{member.name!r} is a device or fifo, not data")
+        member.mode &= 0o755
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        tar.extract(member, str(root), set_attrs=not member.issym())
 
 
 def feed(stdin: Stdin):
