@@ -82,7 +82,10 @@ def internal_report(exc: BaseException) -> str:
     from pathlib import Path
 
     frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if "gpunode" in Path(f.filename).parts] or frames
+    # The package's own files, by their folder: a checkout that is itself named "gpunode"
+    # (the README's clone) would otherwise count its tests and scripts as the package.
+    package = Path(__file__).resolve().parent
+    own = [f for f in frames if package in Path(f.filename).resolve().parents] or frames
     where = f" in {Path(own[-1].filename).name}:{own[-1].lineno} ({own[-1].name})" if own else ""
     return (f"internal error: {type(exc).__name__}{where}. This is a bug in gpunode; please report it with the "
             "command you ran (leave out secrets). GPUNODE_DEBUG=1 shows the full traceback, values included.")
