@@ -11,6 +11,7 @@ from pathlib import Path
 from invoke import Exit
 from rich.console import Console
 
+from gpunode import durable
 from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
 
 HELP = {
@@ -58,6 +59,10 @@ def _eta_inputs(job_samples, job_output_tokens, job):
         raise BenchInputError("the job's output tokens per sample are unknown",
                               hint="pass --job-output-tokens N (or give every --job line a max_tokens)")
     return samples, float(tokens), source
+
+
+def _save(path: str, doc: dict) -> None:
+    durable.write_atomic(Path(path), (jsonlib.dumps(doc, indent=1) + "\n").encode())
 
 
 # No automatic short flags: --input-len and --inventory would fight over -i.
@@ -109,27 +114,27 @@ def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, o
                     doc = run_bench(transport, plan, spec, progress=bar, on_run=bar.done)
                 finally:
                     bar.stop()
-                docs.append(doc)
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
                 name = target.name.replace("/", "-")
-                path = Path(out if out and len(targets) == 1 else f"gpunode-bench-{name}-{stamp}.json")
-                path.write_text(jsonlib.dumps(doc, indent=1) + "\n")
-                doc["_saved"] = str(path)
+                path = out if out and len(targets) == 1 else f"gpunode-bench-{name}-{stamp}.json"
+                _save(path, doc)  # at once: an ETA refused below must not lose the measurement
+                doc["_saved"] = path
+                docs.append(doc)
     for doc in docs:
         if job_eta:
             doc["eta"] = eta.estimate(doc["runs"], *job_eta[:2], doc["settings"].get("output_len"), job_eta[2])
-        if not json:
-            render.results(console, doc)
         if old is not None:
             doc["compare"] = schema.compare(old, doc)
-            if not json:
+        saved = doc.pop("_saved", None)
+        if saved and (job_eta or old is not None):
+            _save(saved, doc)  # again, with its ETA and comparison
+        if not json:
+            render.results(console, doc)
+            if old is not None:
                 render.comparison(console, doc["compare"], compare)
         if plot:
             why = draw(doc, Path(plot))
             console.print(why or f"plot: {plot}", markup=False, highlight=False)
-        saved = doc.pop("_saved", None)
-        if saved and (job_eta or old is not None):
-            Path(saved).write_text(jsonlib.dumps(doc, indent=1) + "\n")  # with its ETA and comparison
         if json:
             sys.stdout.write(jsonlib.dumps(doc) + "\n")
         elif saved:
