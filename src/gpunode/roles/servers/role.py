@@ -83,7 +83,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                               vars={"engine": unit_text(ctx.plan.engine, "engine"), "name": unit_text(s.name),
                                     "device": unit_text(s.device, "gpus"), "stage_unit": unit_text(stage),
                                     "env_file": unit_path(env_file), "workdir": unit_path("/var/lib/gpunode"),
-                                    "secrets_file": unit_path(home.env_file) if home.env_file else unit_text(""),
+                                    "secrets_file": home.unit_var(),
                                     "exec_start": exec_line([*s.argv, *home.extra_argv],
                                                             f"the command line of {s.name}"),
                                     "cpu_affinity": unit_text(s.cpu_affinity, "slot_cores"),
@@ -103,7 +103,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "policy": unit_text(ctx.plan.router.policy, "router_policy"),
                                     "server_units": unit_words([s.unit for s in servers]),
                                     "env_file": unit_path("/etc/gpunode/router.env"),
-                                    "secrets_file": unit_path(home.env_file) if home.env_file else unit_text(""),
+                                    "secrets_file": home.unit_var(),
                                     "workdir": unit_path("/var/lib/gpunode"),
                                     "exec_start": exec_line(argv, "the router's command line")},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))

@@ -22,12 +22,11 @@ import json
 from dataclasses import dataclass, field
 
 from gpunode.steps.files import File
-from gpunode.steps.unitfmt import env_text
+from gpunode.steps.unitfmt import UnitSafe, env_text, unit_path, unit_text
 
 SECRET_DIR = "/etc/gpunode"
 ROUTER_KEY_ENV = "GPUNODE_ROUTER_API_KEY"
 VLLM_ENGINES = ("vllm", "vllm-cpu")
-
 
 
 def router_launch(module: str) -> str:
@@ -43,6 +42,10 @@ class Home:
     file: File | None = None
     env_file: str = ""                                  # a second EnvironmentFile= of the unit
     extra_argv: list[str] = field(default_factory=list)  # appended to the server's argv
+
+    def unit_var(self) -> UnitSafe:
+        """The unit template's `secrets_file`: the path, or empty for no EnvironmentFile= line."""
+        return unit_path(self.env_file) if self.env_file else unit_text("")
 
 
 def secret_file(path: str, content: str, unit: str) -> File:
