@@ -163,7 +163,8 @@ def test_3_a_second_run_changes_nothing_and_restarts_nothing(box, inventory, pla
     after = units(box, every_unit(plan))
     assert run.rc == 0, run.explain()
     assert run.changed() == [], run.explain()
-    assert run.target["round_trips"] == 1, run.explain()  # lock, probes, handlers; the facts probe before it is the pipeline's
+    # one engine round trip (lock, probes, handlers); the facts probe before it is the pipeline's
+    assert run.target["round_trips"] == 1, run.explain()
     assert restarted(before, after) == set()
     print(f"\nno-op re-run: {run.seconds:.2f} s wall (CLI start included), "
           f"{run.target['duration']:.2f} s on the target, {run.target['round_trips']} round trips")
