@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from invoke import Exit
-from rich.console import Console
 
 from gpunode import durable
 from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
@@ -71,6 +70,8 @@ def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, o
           prompts=None, seed=None, only=None, out=None, compare=None, against=None, plot=None, job_samples=None,
           job_output_tokens=None, job=None, json=False, inventory=None, set_=None):
     """Serving benchmark: tok/s per server and total, TTFT/latency p50/p90/p99, errors; ETA of a job."""
+    from rich.console import Console
+
     from gpunode.bench import eta, render, schema
     from gpunode.bench.inputs import BenchInputError, concurrencies, prompt_file
     from gpunode.bench.plot import plot as draw

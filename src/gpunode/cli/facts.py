@@ -11,17 +11,15 @@ from __future__ import annotations
 import dataclasses
 import json as jsonlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
-from gpunode.cli.session import Session
 from gpunode.errors import InventoryError
-from gpunode.facts import snapshot
-from gpunode.facts.parse import parse
-from gpunode.facts.probe import gather
-from gpunode.facts.snapshot import RawFacts
-from gpunode.facts.types import Facts
-from gpunode.transport.base import Transport
-from gpunode.transport.local import LocalTransport
+
+if TYPE_CHECKING:  # the task imports what it runs: `inv --list` stays fast
+    from gpunode.facts.snapshot import RawFacts
+    from gpunode.facts.types import Facts
+    from gpunode.transport.base import Transport
 
 HELP = {
     "host": "inventory host to probe",
@@ -40,6 +38,9 @@ HELP = {
 def facts_for(transport: Transport, model_path: str | None = None,
               venv: str | None = None) -> tuple[RawFacts, Facts]:
     """Probe once and parse: the raw outputs (to save) and the facts."""
+    from gpunode.facts.parse import parse
+    from gpunode.facts.probe import gather
+
     raw = gather(transport, model_path=model_path, venv=venv)
     return raw, parse(raw)
 
@@ -48,6 +49,11 @@ def facts_for(transport: Transport, model_path: str | None = None,
 def facts(c, host=None, ct=None, local=False, model=None, venv=None, save=None, facts=None, json=False,
           inventory=None, set_=None):
     """Show the facts of a target: GPUs, driver, system, CUDA, an existing venv, a model directory."""
+    from gpunode.cli.session import Session
+    from gpunode.facts import snapshot
+    from gpunode.facts.parse import parse
+    from gpunode.transport.local import LocalTransport
+
     if facts:
         raw = snapshot.load(Path(facts))
         result = parse(raw)

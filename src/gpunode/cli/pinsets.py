@@ -12,10 +12,8 @@ import sys
 
 from invoke import Collection
 
-from gpunode import pinlocks
 from gpunode.cli.common import task
 from gpunode.errors import CommandError, GpunodeError, InventoryError
-from gpunode.resolve import load_kb
 
 HELP = {
     "pinset": "lock only this pin set (id from gpunode/compat/pinsets.yml); repeatable",
@@ -29,6 +27,9 @@ HELP = {
 @task(help=HELP, iterable=["pinset", "without", "find_links"])
 def lock(c, pinset=None, python=None, machine=None, without=None, find_links=None):
     """Resolve each pin set's full closure per machine and Python with uv and write its pylock.toml."""
+    from gpunode import pinlocks
+    from gpunode.resolve import load_kb
+
     kb = load_kb()
     known = {p.id: p for p in kb.pinsets}
     for pid in pinset or ():

@@ -5,16 +5,8 @@ from __future__ import annotations
 import sys
 
 from invoke import Exit
-from rich.console import Console
 
-from gpunode import pipeline
 from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
-from gpunode.cli.progress import Feed, LiveLines
-from gpunode.cli.session import Session
-from gpunode.engine.lock import Owner
-from gpunode.engine.runner import new_run_id
-from gpunode.report import HumanReport, JsonLines
-from gpunode.secrets import redact
 
 HELP = {
     "host": "inventory host (a Proxmox host, or a plain SSH host)",
@@ -35,7 +27,19 @@ HELP = {
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
               inventory=None, set_=None, forks=None, facts=None):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
+    # Imported here, not at the top: `inv --list` and `inv --help` must not pay for SSH, the
+    # resolver and the templates (tests/unit/test_cli_import_light.py).
     from pathlib import Path
+
+    from rich.console import Console
+
+    from gpunode import pipeline
+    from gpunode.cli.progress import Feed, LiveLines
+    from gpunode.cli.session import Session
+    from gpunode.engine.lock import Owner
+    from gpunode.engine.runner import new_run_id
+    from gpunode.report import HumanReport, JsonLines
+    from gpunode.secrets import redact
 
     forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
     inv = load_inventory(inventory)

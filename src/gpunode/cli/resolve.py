@@ -10,20 +10,15 @@ from __future__ import annotations
 import os
 from json import dumps
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpunode import userfiles
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
 from gpunode.errors import FactError, GpunodeError, InventoryError
-from gpunode.facts import gpu_report, snapshot
-from gpunode.facts import model as model_facts
-from gpunode.facts.parse import parse
-from gpunode.facts.types import Facts, Model
-from gpunode.resolve import resolve as resolve_plan
-from gpunode.resolve.explain import render
-from gpunode.resolve.plan import Plan
-from gpunode.resolve.report import refusal
-from gpunode.secrets import redact, redact_data
+
+if TYPE_CHECKING:  # the functions import what they run: `inv --list` stays fast
+    from gpunode.facts.types import Facts, Model
+    from gpunode.resolve.plan import Plan
 
 HELP = {
     "host": "inventory host to probe",
@@ -43,6 +38,8 @@ WALK_DEPTH = 3  # as deep as the facts probe lists a model directory
 
 def local_model(path: str) -> Model:
     """Model facts of a local directory, through the same parser the target probe feeds."""
+    from gpunode.facts import model as model_facts
+
     given = Path(path)
     folder = given.parent if given.is_file() else given
     if not (folder / "config.json").is_file():
@@ -79,6 +76,9 @@ def local_model(path: str) -> Model:
 
 
 def offline_facts(smi_file: str, model: str | None) -> Facts:
+    from gpunode.facts import gpu_report
+    from gpunode.facts.types import Facts
+
     text = userfiles.read_text(smi_file, what="nvidia-smi output", error=FactError)
     report = gpu_report.read_report(text)
     if not report.gpus:
@@ -92,6 +92,8 @@ def offline_facts(smi_file: str, model: str | None) -> Facts:
 
 def plan_for(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvidia_smi: str | None,
              model: str | None, inventory: str | None, sets: list[str] | None) -> Plan:
+    from gpunode.resolve import resolve as resolve_plan
+
     facts, variables = inputs(c, host, ct, facts_dir, nvidia_smi, model, inventory, sets)
     return resolve_plan(facts, variables)
 
@@ -99,6 +101,9 @@ def plan_for(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nv
 def inputs(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvidia_smi: str | None,
            model: str | None, inventory: str | None, sets: list[str] | None) -> tuple[Facts, dict[str, Any]]:
     """The facts and the variables to resolve them with."""
+    from gpunode.facts import snapshot
+    from gpunode.facts.parse import parse
+
     overrides = parse_sets(sets)
     variables: dict[str, Any] = dict(overrides)
     target = None
@@ -130,6 +135,11 @@ def inputs(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvid
 def resolve(c, host=None, ct=None, facts=None, nvidia_smi=None, model=None, explain=False, json=False,
             inventory=None, set_=None):
     """Show the plan the resolver makes for a target: engine, pins, flags, topology, fixes, with reasons."""
+    from gpunode.resolve import resolve as resolve_plan
+    from gpunode.resolve.explain import render
+    from gpunode.resolve.report import refusal
+    from gpunode.secrets import redact, redact_data
+
     if not json:
         print(redact(render(plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_), decisions=explain)),
               end="")

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from gpunode import roles
 from gpunode.cli.common import load_inventory, task
-from gpunode.cli.session import Session
 from gpunode.errors import CommandError, InventoryError, tail
-from gpunode.transport import LocalTransport
-from gpunode.wheelhouse import pinset_download
 
 HELP = {
     "pinset": "pin set id from gpunode/compat/pinsets.yml (inv provision --check shows the one chosen)",
@@ -22,6 +18,11 @@ HELP = {
 @task(help=HELP)
 def wheelhouse(c, pinset=None, dest=None, host=None, python="3.11", glibc="2.36", inventory=None):
     """Download a pin set's wheels (and the router's and uv) into one folder on the node."""
+    from gpunode import roles
+    from gpunode.cli.session import Session
+    from gpunode.transport import LocalTransport
+    from gpunode.wheelhouse import pinset_download
+
     if not pinset:
         raise InventoryError("which pin set? pass --pinset ID", hint="`inv provision --check` names the one chosen")
     folder = dest or f"/var/lib/gpunode/wheelhouse/{pinset}"
