@@ -5,6 +5,7 @@ Each takes the Evidence and returns the line that shows the failure, or "" when 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -18,10 +19,29 @@ class Unit:
     active: str
     sub: str
     description: str = ""
+    result: str = ""        # systemd's Result=: success, exit-code, signal, timeout, start-limit-hit...
+    restarts: int = 0       # NRestarts=
+    main_pid: int = 0
+    port: int | None = None  # the --port of its ExecStart, when written out literally
 
     @property
     def line(self) -> str:
-        return f"{self.name} {self.load} {self.active} {self.sub} {self.description}".strip()
+        extra = f" (result {self.result})" if self.result not in ("", "success") else ""
+        extra += f", {self.restarts} restarts" if self.restarts else ""
+        return f"{self.name} {self.load} {self.active} {self.sub} {self.description}".strip() + extra
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One listening TCP socket (`ss -ltnp`)."""
+
+    address: str
+    port: int
+    process: str = ""       # users:(("python3",pid=257,fd=3))
+
+    @property
+    def pids(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in re.findall(r"pid=(\d+)", self.process))
 
 
 @dataclass(frozen=True)
@@ -34,6 +54,8 @@ class Evidence:
     journal: tuple[str, ...] = ()
     #: `ls /dev/nvidia*` output; None when not gathered (a facts snapshot of an older gpunode)
     devices: str | None = None
+    #: listening TCP sockets; None when not gathered (no ss on the target, an older snapshot)
+    listeners: tuple[Listener, ...] | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -68,7 +90,8 @@ def nvidia_uvm_missing(e: Evidence) -> str:
     if e.devices is None or not e.facts.gpus:
         return ""
     if "/dev/nvidia-uvm" not in e.devices:
-        return "no /dev/nvidia-uvm among: " + " ".join(sorted(set(e.devices.split())))[:200]
+        nodes = " ".join(sorted(set(e.devices.split())))[:200]
+        return f"no /dev/nvidia-uvm among: {nodes}" if nodes else "no /dev/nvidia* device nodes at all"
     return ""
 
 
@@ -89,10 +112,24 @@ def shm_over_memory_limit(e: Evidence) -> str:
 
 
 def unit_failed(e: Evidence) -> str:
-    return "; ".join(u.line for u in e.units if u.active == "failed")
+    """Failed, or between two crashes of a restart loop (activating auto-restart)."""
+    return "; ".join(u.line for u in e.units if u.active == "failed" or u.sub == "auto-restart")
+
+
+def port_taken(e: Evidence) -> str:
+    """A unit that is not running while another process listens on its port."""
+    shown = []
+    for u in e.units:
+        if u.port is None or (u.active == "active" and u.sub == "running"):
+            continue
+        others = [x for x in e.listeners or () if x.port == u.port and u.main_pid not in x.pids]
+        if others:
+            shown.append(f"{u.name} is {u.active} ({u.sub}); port {u.port} is held by "
+                         + ", ".join(f"{x.address}:{x.port} {x.process}".strip() for x in others))
+    return "; ".join(shown)
 
 
 CHECKS: dict[str, Callable[[Evidence], str]] = {
     f.__name__: f for f in (libcuda_missing, driver_library_mismatch, nvcc_before_12_9_on_sm12x,
-                            nvidia_uvm_missing, shm_full, shm_over_memory_limit, unit_failed)
+                            nvidia_uvm_missing, shm_full, shm_over_memory_limit, unit_failed, port_taken)
 }

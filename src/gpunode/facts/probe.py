@@ -92,11 +92,14 @@ def venv_root(venv: str | None) -> str:
 
 
 def gather(transport: Transport, model_path: str | None = None, venv: str | None = None,
-           timeout: float = 180.0) -> RawFacts:
-    """Run the probe on a target in one round trip and keep its raw sections."""
+           timeout: float = 180.0, extra: Sequence[Snippet] = ()) -> RawFacts:
+    """Run the probe on a target in one round trip and keep its raw sections.
+
+    extra: more sections in the same round trip (inv doctor's units, journal and ports)."""
     nonce = secrets.token_hex(8)
     started = time.monotonic()
-    result = transport.script(script(), nonce, model_path or "", venv or "", venv_root(venv),
+    text = script([*_snippets(), *extra]) if extra else script()
+    result = transport.script(text, nonce, model_path or "", venv or "", venv_root(venv),
                               timeout=timeout)
     sections = split(result.stdout, nonce)
     if not sections:
