@@ -30,7 +30,7 @@ def backend(plan) -> str:
 
 def test_deepseek_r1_from_its_config_alone_is_sized_and_tensor_parallel_on_b200():
     m = config_only(R1, "DeepSeek-R1")
-    assert m.size_source.startswith("estimated from config.json: 671.0B parameters x 1 bytes (fp8)")
+    assert m.size_source.startswith("estimated from config.json: 682.6B parameters (680.6B fp8 x 1")
     plan = resolve(on("b200-x8", model=m))
     assert plan.topology.kind == "tensor-parallel" and plan.topology.tp == 8 and len(plan.servers) == 1
     assert backend(plan) == "trtllm_mla"   # never trtllm_mha: "can only be used with non-MLA models"

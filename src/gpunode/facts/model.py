@@ -180,13 +180,14 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
     layer_types = tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else ()
     text_config = config.get("text_config")
     arch = config.get("architectures")
-    quant = quantization(config, _json(quant_text))
+    hf_quant = _json(quant_text)
+    quant = quantization(config, hf_quant)
     dtype = str(_get(config, "dtype") or _get(config, "torch_dtype") or "")
     on_disk = sum(n for p, n in files.items() if p.endswith((".safetensors", ".bin", ".pt", ".gguf")))
     if on_disk:
         size, size_source = sum(files.values()), "files on disk"
     else:  # only a config (and maybe the index): the weights are not there to measure
-        size, size_source = model_size.estimate(config, index, quant, dtype)
+        size, size_source = model_size.estimate(config, index, quant, dtype, hf_quant)
     return Model(
         path=path,
         exists=True,

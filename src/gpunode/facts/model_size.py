@@ -1,76 +1,124 @@
 """How big a model's weights are when only its config (and maybe its index) is there.
 
 Order: the index's metadata.total_size (the bytes of every tensor, written by the
-exporter); else parameters counted from config.json (embeddings, attention with
-MLA or grouped KV heads, dense and MoE MLPs, the LM head) times the bytes per
-parameter of its dtype or quantization. The count is an estimate (norms, biases
-and scales are left out, under 1 %); the source string says which was used.
+exporter); else each part of the model (facts/model_parts.py) times the bytes
+per parameter of that part's format. Quantized checkpoints are mixed precision:
+gpt-oss keeps attention, router, embeddings and head in bf16 and only its
+experts in MXFP4; ModelOpt's MIXED_PRECISION lists a format per module
+(hf_quant_config.json quantized_layers), e.g. FP8 attention with NVFP4 MLPs;
+the others name the modules they leave alone (modules_to_not_convert, ignore,
+exclude_modules). Embeddings, routers, convolutions and vision towers stay in
+the checkpoint's dtype unless a per-module table says otherwise. The source
+string says which was used and how the bytes split.
 """
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from typing import Any
 
+from gpunode.facts.model_parts import parts, text_config
+
 # bytes per parameter: quantized formats carry block scales (NVFP4: one FP8 scale per 16
-# values, MXFP4: one E8M0 scale per 32), hence the fractions above 0.5
-BYTES = {"nvfp4": 0.5625, "mxfp4": 0.53125, "fp4": 0.5625, "awq": 0.5, "gptq": 0.5, "int4": 0.5,
-         "fp8": 1.0, "int8": 1.0, "bfloat16": 2.0, "float16": 2.0, "bf16": 2.0, "fp16": 2.0, "float32": 4.0}
+# values, MXFP4: one E8M0 scale per 32, AWQ/GPTQ: a 16-bit scale and zero per 128)
+BYTES = {"nvfp4": 0.5625, "mxfp4": 0.53125, "int4": 0.53125, "fp8": 1.0, "int8": 1.0,
+         "bfloat16": 2.0, "float16": 2.0, "float32": 4.0}
+_ALIASES = (("mxfp4", "mxfp4"), ("nvfp4", "nvfp4"), ("fp4", "nvfp4"), ("fp8", "fp8"), ("w8a8", "int8"),
+            ("int8", "int8"), ("awq", "int4"), ("gptq", "int4"), ("int4", "int4"), ("w4a", "int4"),
+            ("bf16", "bfloat16"), ("bfloat16", "bfloat16"), ("fp16", "float16"), ("float16", "float16"),
+            ("float32", "float32"))
+_WRAPPERS = ("model.language_model.", "language_model.model.", "language_model.", "model.")
+# parts no quantizer touches unless a per-module table names them
+_KEPT = re.compile(r"(^embed_tokens$|^visual$|\.conv1d$|\.mlp\.gate$|\.mlp\.router$|\.in_proj_[ab]$|\.in_proj_ba$"
+                   r"|\.eh_proj$|^mtp\.fc$|^lm_head$)")
 
 
-def _text(config: dict[str, Any]) -> dict[str, Any]:
-    t = config.get("text_config")
-    return {**config, **t} if isinstance(t, dict) else config
+def format_of(name: str | None) -> str | None:
+    """'nvfp4', 'fp8', 'bfloat16', ... for a quant_algo, quant_method or dtype; None when unknown."""
+    low = (name or "").lower()
+    return next((fmt for mark, fmt in _ALIASES if mark in low), None)
 
 
-def _int(c: dict[str, Any], *keys: str) -> int:
-    for k in keys:
-        v = c.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return v
-    return 0
+def _bare(module: str) -> str:
+    for prefix in _WRAPPERS:
+        if module.startswith(prefix):
+            module = module[len(prefix):]
+            break
+    return re.sub(r"\.experts(\.\d+)?(\..*)?$", ".experts", module)
 
 
-def parameters(config: dict[str, Any]) -> int:
-    """Parameters of the language model counted from config.json; 0 when it lacks the shapes."""
-    c = _text(config)
-    hidden, layers, vocab = _int(c, "hidden_size", "d_model"), _int(c, "num_hidden_layers", "n_layer"), \
-        _int(c, "vocab_size")
-    if not (hidden and layers and vocab):
-        return 0
-    heads = _int(c, "num_attention_heads") or 1
-    kv_heads = _int(c, "num_key_value_heads") or heads
-    head_dim = _int(c, "head_dim") or hidden // heads
-    if _int(c, "kv_lora_rank"):   # multi-head latent attention (DeepSeek V2/V3, Kimi K2)
-        rank, q_rank = _int(c, "kv_lora_rank"), _int(c, "q_lora_rank")
-        nope, rope, v = _int(c, "qk_nope_head_dim"), _int(c, "qk_rope_head_dim"), _int(c, "v_head_dim")
-        q = hidden * q_rank + q_rank * heads * (nope + rope) if q_rank else hidden * heads * (nope + rope)
-        attn = q + hidden * (rank + rope) + rank * heads * (nope + v) + heads * v * hidden
-    else:
-        attn = hidden * head_dim * (heads + 2 * kv_heads) + heads * head_dim * hidden
-    dense = 3 * hidden * _int(c, "intermediate_size", "ffn_dim")
-    experts = _int(c, "n_routed_experts", "num_experts", "num_local_experts")
-    moe_layers = 0
-    moe = 0
-    if experts:
-        inter = _int(c, "moe_intermediate_size", "intermediate_size")
-        shared = 3 * hidden * (_int(c, "n_shared_experts") * inter + _int(c, "shared_expert_intermediate_size"))
-        moe = experts * 3 * hidden * inter + shared + hidden * experts
-        moe_layers = layers - _int(c, "first_k_dense_replace")
-    embed = vocab * hidden * (1 if c.get("tie_word_embeddings") else 2)
-    return embed + layers * attn + moe_layers * moe + (layers - moe_layers) * dense
+def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> dict[str, str]:
+    """{bare module name: format} from a per-module list (ModelOpt MIXED_PRECISION, compressed-tensors groups)."""
+    q = text_config(config).get("quantization_config")
+    layers = ((hf_quant or {}).get("quantization") or {}).get("quantized_layers") \
+        or (q.get("quantized_layers") if isinstance(q, dict) else None)
+    out: dict[str, str] = {}
+    if isinstance(layers, dict):
+        for module, spec in layers.items():
+            fmt = format_of(spec.get("quant_algo")) if isinstance(spec, dict) else None
+            if fmt:
+                out[_bare(str(module))] = fmt
+        return out
+    groups = q.get("config_groups") if isinstance(q, dict) else None
+    for group in (groups or {}).values():
+        if not isinstance(group, dict):
+            continue
+        w = group.get("weights") or {}
+        fmt = "nvfp4" if w.get("num_bits") == 4 and w.get("type") == "float" else \
+            "fp8" if w.get("num_bits") == 8 and w.get("type") == "float" else \
+            "int8" if w.get("num_bits") == 8 else "int4" if w.get("num_bits") == 4 else None
+        for target in group.get("targets") or []:
+            if fmt and "." in str(target):   # class names ("Linear") and regexes are not module names
+                out[_bare(str(target))] = fmt
+    return out
+
+
+def _excluded(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> list[str]:
+    q = text_config(config).get("quantization_config")
+    q = q if isinstance(q, dict) else {}
+    found: list[str] = []
+    for key in ("modules_to_not_convert", "ignore", "ignored_layers", "exclude_modules"):
+        if isinstance(q.get(key), list):
+            found += [str(p) for p in q[key]]
+    hq = (hf_quant or {}).get("quantization") or {}
+    if isinstance(hq.get("exclude_modules"), list):
+        found += [str(p) for p in hq["exclude_modules"]]
+    return [_bare(p.removeprefix("re:")) for p in found]
+
+
+def _matches(name: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, p + ".*") or name.startswith(p + ".")
+               or name == p for p in patterns)
 
 
 def estimate(config: dict[str, Any], index: dict[str, Any] | None, quantization: str | None,
-             dtype: str) -> tuple[int, str]:
+             dtype: str, hf_quant: dict[str, Any] | None = None) -> tuple[int, str]:
     """(bytes, how they were found); (0, why not) when neither the index nor the config tells."""
-    total = (index or {}).get("metadata", {}).get("total_size") if isinstance((index or {}).get("metadata"),
-                                                                              dict) else None
-    if isinstance(total, int) and total > 0:
+    meta = (index or {}).get("metadata")
+    total = meta.get("total_size") if isinstance(meta, dict) else None
+    if isinstance(total, int) and not isinstance(total, bool) and total > 0:
         return total, "model.safetensors.index.json metadata.total_size"
-    n = parameters(config)
-    if not n:
+    found = parts(config)
+    if not found:
         return 0, "config.json lacks the shapes to count parameters"
-    kind = (quantization or dtype or "bfloat16").lower()
-    per = BYTES.get(kind, 2.0)
-    return int(n * per), (f"estimated from config.json: {n / 1e9:.1f}B parameters x {per:g} bytes "
-                          f"({kind}{'' if kind in BYTES else ', assumed 2'})")
+    base = format_of(dtype) or "bfloat16"
+    table = _table(config, hf_quant)
+    quant = format_of(quantization) if quantization else None
+    excluded = _excluded(config, hf_quant)
+    by_format: dict[str, int] = {}
+    for name, n in found:
+        if table:
+            fmt = table.get(name, base)
+        elif quant and not _KEPT.search(name) and not _matches(name, excluded):
+            fmt = quant
+        else:
+            fmt = base
+        by_format[fmt] = by_format.get(fmt, 0) + n
+    size = int(sum(n * BYTES[fmt] for fmt, n in by_format.items()))
+    total_params = sum(by_format.values())
+    split = ", ".join(f"{n / 1e9:.1f}B {fmt} x {BYTES[fmt]:g}"
+                      for fmt, n in sorted(by_format.items(), key=lambda kv: -kv[1]))
+    unknown = f"; quantization {quantization!r} not known, counted as {base}" \
+        if quantization and not quant and not table else ""
+    return size, f"estimated from config.json: {total_params / 1e9:.1f}B parameters ({split} bytes){unknown}"

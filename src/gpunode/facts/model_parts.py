@@ -1,0 +1,172 @@
+"""The weight-bearing parts of a model, counted from its config.json alone.
+
+Each part is a module name in the checkpoint's own naming, without the wrapper
+prefix ("model.", "model.language_model."), and its parameter count: the
+embeddings, the LM head, per layer the attention projections (grouped-KV,
+gated, multi-head latent, or linear attention), the MLP or the routed experts
+with their shared expert and router, the MTP layers and a vision tower. Names
+matter because quantized checkpoints give a precision per module, so the size
+of a mixed-precision model is the sum over parts of parameters x bytes of that
+part's format. Norms, biases and scales are left out (under 1 %).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+Part = tuple[str, int]
+
+
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The language model's keys: a multimodal wrapper's text_config over the top level."""
+    t = config.get("text_config")
+    return {**config, **t} if isinstance(t, dict) else config
+
+
+def num(c: dict[str, Any], *keys: str) -> int:
+    for k in keys:
+        v = c.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 0
+
+
+def parts(config: dict[str, Any]) -> list[Part]:
+    """Every part with its parameters; [] when the config lacks the shapes."""
+    c = text_config(config)
+    hidden, layers, vocab = num(c, "hidden_size", "d_model"), num(c, "num_hidden_layers", "n_layer"), \
+        num(c, "vocab_size")
+    if not (hidden and layers and vocab):
+        return []
+    out: list[Part] = [("embed_tokens", vocab * hidden)]
+    if not c.get("tie_word_embeddings"):
+        out.append(("lm_head", vocab * hidden))
+    kinds = _layer_kinds(c, layers)
+    for i in range(layers):
+        out += _attention(c, f"layers.{i}", kinds[i])
+        out += _mlp(c, f"layers.{i}", i)
+    out += _mtp(c, layers)
+    vision = config.get("vision_config")
+    if isinstance(vision, dict):
+        out += _vision(vision, hidden)
+    return out
+
+
+def _layer_kinds(c: dict[str, Any], layers: int) -> list[str]:
+    """'linear' or 'full' per layer: layer_types when given, else every full_attention_interval-th is full."""
+    types = c.get("layer_types")
+    if isinstance(types, list) and len(types) == layers:
+        return ["linear" if "linear" in str(t) or "delta" in str(t) else "full" for t in types]
+    every = num(c, "full_attention_interval")
+    if every and num(c, "linear_num_value_heads"):
+        return ["full" if (i + 1) % every == 0 else "linear" for i in range(layers)]
+    return ["full"] * layers
+
+
+def _attention(c: dict[str, Any], at: str, kind: str) -> Iterator[Part]:
+    hidden = num(c, "hidden_size", "d_model")
+    heads = num(c, "num_attention_heads") or 1
+    if kind == "linear":
+        yield from _linear_attention(c, f"{at}.linear_attn", hidden)
+        return
+    a = f"{at}.self_attn"
+    if num(c, "kv_lora_rank"):   # multi-head latent attention (DeepSeek V2/V3, Kimi K2)
+        rank, q_rank = num(c, "kv_lora_rank"), num(c, "q_lora_rank")
+        nope, rope, v = num(c, "qk_nope_head_dim"), num(c, "qk_rope_head_dim"), num(c, "v_head_dim")
+        if q_rank:
+            yield f"{a}.q_a_proj", hidden * q_rank
+            yield f"{a}.q_b_proj", q_rank * heads * (nope + rope)
+        else:
+            yield f"{a}.q_proj", hidden * heads * (nope + rope)
+        yield f"{a}.kv_a_proj_with_mqa", hidden * (rank + rope)
+        yield f"{a}.kv_b_proj", rank * heads * (nope + v)
+        yield f"{a}.o_proj", heads * v * hidden
+        return
+    kv = num(c, "num_key_value_heads") or heads
+    head_dim = num(c, "head_dim") or hidden // heads
+    # gated attention (Qwen3-Next, Qwen3.5/3.6) doubles q_proj: a gate per query channel
+    gated = bool(c.get("attn_output_gate")) or str(c.get("model_type", "")).startswith("qwen3_next")
+    yield f"{a}.q_proj", hidden * heads * head_dim * (2 if gated else 1)
+    yield f"{a}.k_proj", hidden * kv * head_dim
+    yield f"{a}.v_proj", hidden * kv * head_dim
+    yield f"{a}.o_proj", heads * head_dim * hidden
+
+
+def _linear_attention(c: dict[str, Any], a: str, hidden: int) -> Iterator[Part]:
+    """Gated DeltaNet: Qwen3-Next fuses q,k,v,z (and b,a) into one projection, Qwen3.5/3.6 splits them."""
+    nk, nv = num(c, "linear_num_key_heads"), num(c, "linear_num_value_heads")
+    kd, vd = nk * num(c, "linear_key_head_dim"), nv * num(c, "linear_value_head_dim")
+    if str(c.get("model_type", "")).startswith("qwen3_next"):
+        yield f"{a}.in_proj_qkvz", hidden * (2 * kd + 2 * vd)
+        yield f"{a}.in_proj_ba", hidden * 2 * nv
+    else:
+        yield f"{a}.in_proj_qkv", hidden * (2 * kd + vd)
+        yield f"{a}.in_proj_z", hidden * vd
+        yield f"{a}.in_proj_b", hidden * nv
+        yield f"{a}.in_proj_a", hidden * nv
+    yield f"{a}.conv1d", (2 * kd + vd) * (num(c, "linear_conv_kernel_dim") or 4)
+    yield f"{a}.out_proj", vd * hidden
+
+
+def _is_moe_layer(c: dict[str, Any], i: int) -> bool:
+    if not num(c, "n_routed_experts", "num_experts", "num_local_experts"):
+        return False
+    only_dense = c.get("mlp_only_layers")
+    if isinstance(only_dense, list) and i in only_dense:
+        return False
+    step = num(c, "decoder_sparse_step") or 1
+    return i >= num(c, "first_k_dense_replace") and (i + 1) % step == 0
+
+
+def _mlp(c: dict[str, Any], at: str, i: int) -> Iterator[Part]:
+    hidden = num(c, "hidden_size", "d_model")
+    m = f"{at}.mlp"
+    if not _is_moe_layer(c, i):
+        inter = num(c, "intermediate_size", "ffn_dim")
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            yield f"{m}.{proj}", hidden * inter
+        return
+    experts = num(c, "n_routed_experts", "num_experts", "num_local_experts")
+    inter = num(c, "moe_intermediate_size", "intermediate_size")
+    yield f"{m}.experts", experts * 3 * hidden * inter
+    # the router: gpt-oss names it mlp.router, the others mlp.gate
+    yield (f"{m}.router" if str(c.get("model_type", "")) == "gpt_oss" else f"{m}.gate"), hidden * experts
+    shared = num(c, "shared_expert_intermediate_size")
+    if shared:
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            yield f"{m}.shared_expert.{proj}", hidden * shared
+    elif num(c, "n_shared_experts"):
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            yield f"{m}.shared_experts.{proj}", hidden * inter * num(c, "n_shared_experts")
+
+
+def _mtp(c: dict[str, Any], layers: int) -> Iterator[Part]:
+    """DeepSeek's MTP layers are extra decoder layers past the last; Qwen's live under mtp.*."""
+    hidden = num(c, "hidden_size", "d_model")
+    for k in range(num(c, "num_nextn_predict_layers")):
+        at = f"layers.{layers + k}"
+        yield f"{at}.eh_proj", 2 * hidden * hidden
+        yield from _attention(c, at, "full")
+        yield from _mlp(c, at, layers + k)
+    for k in range(num(c, "mtp_num_hidden_layers")):
+        yield "mtp.fc", 2 * hidden * hidden
+        yield from _attention(c, f"mtp.layers.{k}", "full")
+        yield from _mlp(c, f"mtp.layers.{k}", max(num(c, "first_k_dense_replace"), 0))
+
+
+def _vision(v: dict[str, Any], text_hidden: int) -> Iterator[Part]:
+    """A ViT tower (Qwen-VL shape): blocks, patch and position embeddings, patch mergers into the text width."""
+    h, depth = num(v, "hidden_size", "embed_dim"), num(v, "depth", "num_hidden_layers")
+    if not (h and depth):
+        return
+    inter = num(v, "intermediate_size") or 4 * h
+    patch = num(v, "patch_size") or 14
+    merge = num(v, "spatial_merge_size") or 1
+    out = num(v, "out_hidden_size") or text_hidden
+    block = 4 * h * h + 2 * h * inter
+    embed = (num(v, "in_channels") or 3) * (num(v, "temporal_patch_size") or 1) * patch * patch * h \
+        + num(v, "num_position_embeddings") * h
+    wide = h * merge * merge
+    mergers = 1 + len(v.get("deepstack_visual_indexes") or [])
+    yield "visual", depth * block + embed + mergers * (wide * wide + wide * out)
