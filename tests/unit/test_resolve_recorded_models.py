@@ -68,3 +68,15 @@ def test_modelopt_mixed_precision_checkpoints_are_nvfp4_and_refused_before_black
     for shape in ("h100-x8", "a100-x2-mig", "h200-x1"):
         assert "nvfp4" in outcome(DATA / "models" / name, shape).message
     assert not isinstance(outcome(DATA / "models" / name, "rtx-pro-6000-x8"), ResolveError)
+
+
+@pytest.mark.parametrize(("shape", "vision"), [("h200-x1", "fa3"), ("b200-x8", "fa4"), ("rtx-pro-6000-x8", None)])
+def test_a_vision_language_model_gets_its_vision_tower_backend_per_architecture(shape, vision):
+    plan = outcome(DATA / "models" / "qwen3-vl-8b-instruct", shape)
+    argv = plan.servers[0].argv
+    if vision:
+        assert argv[argv.index("--mm-attention-backend") + 1] == vision
+    else:   # sm_120: fa3/fa4 do not exist there; sglang's own default is the one that runs
+        assert "--mm-attention-backend" not in argv
+        assert "triton_attn" in plan.decision("vision attention backend").reason
+    assert not any("no family rule" in w for w in plan.warnings)

@@ -191,6 +191,11 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
         trail.decide("vision attention backend", arch.mm_attention,
                      f"the cookbook's choice for the vision tower on compute capability {arch.cc}",
                      fact=fact, rule=arch.where, source=arch.source)
+    elif rule.family and rule.family.multimodal and p.engine == "sglang":
+        trail.decide("vision attention backend", "engine default (triton_attn)",
+                     f"no vision backend is passed on compute capability {arch.cc}: sglang picks triton_attn "
+                     "itself there (fa3 is Hopper-only, fa4 Blackwell data-centre only)",
+                     fact=fact, rule=arch.where, source="sglang srt/layers/attention/vision.py (0.5.23)")
     return args
 
 
