@@ -13,12 +13,13 @@ from gpunode import __version__
 # One module per area; each exposes `ns`. Imported by name so that a missing
 # optional dependency of one area (e.g. proxmoxer for onboard) names itself.
 AREAS = ("lab", "hostkeys", "facts", "resolve", "provision", "wheelhouse", "unlock", "onboard", "pinsets",
-         "bench", "doctor")
+         "bench", "doctor", "fleet")
 
 ns = Collection()
 for _area in AREAS:
     _tasks = importlib.import_module(f"gpunode.cli.{_area}").ns
-    (ns.add_task if isinstance(_tasks, Task) else ns.add_collection)(_tasks)
+    for _one in _tasks if isinstance(_tasks, list) else [_tasks]:  # a list: several top-level tasks
+        (ns.add_task if isinstance(_one, Task) else ns.add_collection)(_one)
 
 
 def main(argv: list[str] | None = None) -> None:

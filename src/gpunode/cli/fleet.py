@@ -1,0 +1,161 @@
+"""inv status / logs / history: what runs on the targets, its journal, and what gpunode changed."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import sys
+
+from invoke import Exit
+
+from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
+
+TARGET_HELP = {
+    "host": "inventory host (a Proxmox host, or a plain SSH host)",
+    "ct": "container vmid on that host (omit for a plain SSH host)",
+    "group": "every target of an inventory group",
+    "json": "one JSON document per target on stdout (docs/fleet.md)",
+    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "set": "override a variable: --set key=value (repeatable)",
+}
+
+
+def say(text: str) -> None:
+    """Print a block; a reader that went away (`| head`) ends the task quietly."""
+    try:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        raise Exit(code=0) from None
+
+
+def targets_of(inventory, host, ct, group, set_):
+    return select_targets(load_inventory(inventory), host, ct, group, parse_sets(set_))
+
+
+def _status_of(session, target, sample: float):
+    from gpunode.errors import GpunodeError
+    from gpunode.fleet import gather, status
+    from gpunode.roles.servers.secretfiles import curl_auth
+
+    try:
+        text = gather.gather(session.transport(target), curl_auth(str(target.vars.get("server_api_key") or "")),
+                             sample)
+    except GpunodeError as exc:
+        report = status.Report(target.name)
+        report.notes.append(str(exc))
+        return report, f"{target.name}: unreachable: {exc.message}"
+    return status.parse(target.name, text), None
+
+
+@task(iterable=["set_"], help={**TARGET_HELP, "sample": "seconds between the two metrics samples that give "
+                               "tokens/s (default 1; 0: one sample, no rate)",
+                               "forks": "how many targets are asked at once with --group (default 8)"})
+def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, sample=None, forks=None):
+    """Is everything up: units, readiness, model, engine, uptime, restarts, GPU memory, load, router workers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gpunode.cli.session import Session
+    from gpunode.fleet import render
+    from gpunode.secrets import redact
+
+    seconds = parse_int(1 if sample is None else sample, "--sample", 0, 60, "e.g. --sample 2")
+    forks_n = parse_int(forks or 8, "--forks", 1, 256, "e.g. --forks 8")
+    targets = targets_of(inventory, host, ct, group, set_)
+    with Session() as session, ThreadPoolExecutor(max_workers=min(forks_n, len(targets))) as pool:
+        results = list(pool.map(lambda t: _status_of(session, t, seconds), targets))
+    down: list[str] = []
+    for report, unreachable in results:
+        problems = [unreachable] if unreachable else [f"{report.target}: {d}" for d in report.down()]
+        down += problems
+        if json:
+            doc = report.to_dict()
+            if unreachable:
+                doc.update(up=False, down=[unreachable])
+            say(redact(jsonlib.dumps(doc)))
+        else:
+            lines = [f"{report.target}: UNREACHABLE", *[f"  {n}" for n in report.notes]] if unreachable \
+                else render.status_lines(report)
+            say(redact("\n".join(lines)))
+    if down:
+        raise Exit(redact("down: " + "; ".join(down)), code=1)
+
+
+@task(iterable=["set_"], help={**TARGET_HELP, "server": "the server's name (cpu0, gpu3; inv status lists them)",
+                               "router": "the router's journal", "since": 'from this time: "1 hour ago", today, '
+                               '"2026-12-03 10:00"', "lines": "at most this many lines (default 100)",
+                               "follow": "keep printing new lines until Ctrl-C (one target)"})
+def logs(c, host=None, ct=None, group=None, server=None, router=False, since=None, lines=None, follow=False,
+         inventory=None, set_=None, json=False):
+    """The journal of a server's unit, the router's, or of every gpunode unit."""
+    from gpunode.cli.session import Session
+    from gpunode.errors import InventoryError
+    from gpunode.fleet import logs as fleetlogs
+
+    unit = fleetlogs.unit_for(server, router)
+    count = parse_int(100 if lines is None else lines, "--lines", 1, 1_000_000, "e.g. --lines 200")
+    argv = fleetlogs.argv(unit, since, count, follow)
+    targets = targets_of(inventory, host, ct, group, set_)
+    if follow and len(targets) > 1:
+        raise InventoryError("--follow reads one target's journal", hint="pass --host H [--ct N] instead of --group")
+    with Session() as session:
+        for target in targets:
+            transport = session.transport(target)
+            if len(targets) > 1:
+                say(f"==> {target.name} <==")
+            out = _Through(sys.stdout.buffer) if follow else None
+            result = transport.run(argv, sink=out, timeout=None if follow else 120)
+            text = result.stdout
+            if result.exit_code == 3 and text.startswith("@@nounit"):
+                raise fleetlogs.missing(unit, target.name, text)
+            if not result.ok:
+                raise InventoryError(f"journalctl failed on {target.name}: {(result.stderr or text).strip()[:300]}",
+                                     target=target.name, hint='check --since (e.g. --since "1 hour ago")')
+            if not follow and text:
+                say(text)
+
+
+class _Through:
+    """A sink that writes what the target prints at once (for --follow)."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+
+    def write(self, data: bytes) -> int:
+        self.out.write(data)
+        self.out.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+@task(iterable=["set_"], help={**TARGET_HELP, "run": "only this run id", "last": "only the last N runs",
+                               "verbose": "every change of each run (default: the first 12)"})
+def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, run=None, last=None,
+            verbose=False):
+    """The runs gpunode made on a target, from its journal: who, when, what changed."""
+    from gpunode.cli.session import Session
+    from gpunode.engine import DEFAULT_STATE_DIR
+    from gpunode.engine.journal import read
+    from gpunode.fleet import render
+
+    keep = parse_int(last, "--last", 1, 100_000, "e.g. --last 5") if last is not None else None
+    targets = targets_of(inventory, host, ct, group, set_)
+    with Session() as session:
+        for target in targets:
+            notes: list[str] = []
+            records = render.runs(read(session.transport(target), DEFAULT_STATE_DIR, notes))
+            if run:
+                records = [r for r in records if r["run"] == run]
+            if keep:
+                records = records[-keep:]
+            if json:
+                say(jsonlib.dumps({"type": "history", "target": target.name, "runs": records, "notes": notes}))
+                continue
+            say("\n".join([*render.history_lines(target.name, records, verbose), *[f"  note: {n}" for n in notes]]))
+
+
+ns = [status, logs, history]

@@ -1,0 +1,1 @@
+"""Operating provisioned targets: status, logs, history, start/stop/restart, teardown, metrics."""
