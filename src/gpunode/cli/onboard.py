@@ -8,7 +8,7 @@ from gpunode.errors import InventoryError
 HELP = {
     "host": "inventory host (the Proxmox node, reached over SSH for its /dev/nvidia* list)",
     "ct": "container vmid to create or update",
-    "gpus": "GPU indices to pass through, e.g. 0,1,2,3 (devN entries for existing device nodes)",
+    "gpus": "GPU indices to pass through, e.g. 0,1,2,3 (devN on Proxmox >= 8.2, classic lxc.* lines before)",
     "template": "OS template for a new container (storage:vztmpl/file)",
     "memory": "memory in MiB (default 16384; weights staged in /dev/shm count against it)",
     "swap": "swap in MiB (default 0)",
@@ -48,7 +48,7 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
     """Create or update an LXC container through the Proxmox API (GPUs, mounts, memory), start it, list it."""
     from gpunode import inventory_edit
     from gpunode.cli.session import Session
-    from gpunode.pve import containers, devices
+    from gpunode.pve import containers, gpuhost
     from gpunode.pve.client import PveClient, settings_from_vars
 
     # Numbers are parsed here, not by invoke (whose int() would end in a ValueError traceback).
@@ -61,36 +61,51 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
     mounts = tuple(parse_mount(m) for m in mount or [])
     inv = load_inventory(inventory)
     h = inv.host(host)
-    settings = settings_from_vars(h.name, h.address, inv.target(host).vars)
+    host_vars = inv.target(host).vars
+    settings = settings_from_vars(h.name, h.address, host_vars)
     node = h.node or h.name
-    devs: list[str] = []
-    if gpu_list:
-        with Session() as session:
-            listing = session.host_transport(h).script(devices.PROBE, what="listing /dev/nvidia*")
-        devs = devices.passthrough(devices.parse_ls(listing.stdout), gpu_list, host=h.name)
-    desired = containers.Desired(
-        vmid=vmid, hostname=hostname or f"gpunode-{vmid}", memory=memory_mib, swap=swap_mib,
-        cores=cores_n, mounts=mounts,
-        devices=tuple(devs), **({"template": template} if template else {}), **({"rootfs": rootfs} if rootfs else {}))
-    client = PveClient(settings)
-    plan = containers.plan(client, node, desired, adopt=bool(adopt))
-    inv_file = inventory_edit.inventory_file(inv.source)
-    listed = vmid in h.containers
-    for line in plan.lines():
-        print(line)
-    print(f"inventory {inv_file}: " + (f"{host}/{vmid} already listed" if listed
-                                      else f"add {host}/{vmid}" + (f" with gpus {gpu_list}" if gpu_list else "")))
-    if check:
-        print("check mode: nothing was changed")
-        return
-    notes = containers.apply(client, plan, progress=lambda line: print(f"  task: {line}"), timeout=float(timeout_s))
-    for note in notes:
-        print(f"note: {note}")
-    if not listed:
-        inventory_edit.add_container_file(inv_file, host, vmid, gpu_list or None)
-    done = "created" if plan.create else "updated" if plan.set or plan.delete else "unchanged"
-    print(f"{host}/{vmid}: {done}, running" + ("" if listed else f"; added to {inv_file}") +
-          f" ({client.calls} API calls)")
+    with Session() as session:
+        gpu = None
+        if gpu_list:
+            # host_root: only the lab's stand-in host keeps its /dev/nvidia* elsewhere (docs/lab.md).
+            facts = gpuhost.gather(session.host_transport(h), str(host_vars.get("host_root") or ""))
+            gpu = gpuhost.plan(facts, gpu_list, h.name)
+            for line in gpu.lines():
+                print(line)
+        desired = containers.Desired(
+            vmid=vmid, hostname=hostname or f"gpunode-{vmid}", memory=memory_mib, swap=swap_mib,
+            cores=cores_n, mounts=mounts, devices=tuple(gpu.devn if gpu else ()),
+            device_root=gpu.facts.root if gpu else "",
+            **({"template": template} if template else {}), **({"rootfs": rootfs} if rootfs else {}))
+        client = PveClient(settings)
+        plan = containers.plan(client, node, desired, adopt=bool(adopt))
+        inv_file = inventory_edit.inventory_file(inv.source)
+        listed = vmid in h.containers
+        for line in plan.lines():
+            print(line)
+        print(f"inventory {inv_file}: " + (f"{host}/{vmid} already listed" if listed
+                                          else f"add {host}/{vmid}" + (f" with gpus {gpu_list}" if gpu_list else "")))
+        if check:
+            print("check mode: nothing was changed")
+            return
+        classic_notes: list[str] = []
 
+        def write_classic() -> None:
+            if gpu and gpu.classic:
+                merged = gpuhost.apply_classic(session.host_transport(h), vmid, gpu.classic, gpu.facts)
+                if merged.changed:
+                    classic_notes.append(f"wrote {len(merged.added)} classic passthrough line(s) into CT {vmid}'s "
+                                         f"config, removed {len(merged.removed)} stale one(s)"
+                                         + ("" if plan.start else f"; restart CT {vmid} to apply them"))
+
+        notes = containers.apply(client, plan, progress=lambda line: print(f"  task: {line}"),
+                                 timeout=float(timeout_s), before_start=write_classic)
+        for note in notes + classic_notes:
+            print(f"note: {note}")
+        if not listed:
+            inventory_edit.add_container_file(inv_file, host, vmid, gpu_list or None)
+        done = "created" if plan.create else "updated" if plan.set or plan.delete or classic_notes else "unchanged"
+        print(f"{host}/{vmid}: {done}, running" + ("" if listed else f"; added to {inv_file}") +
+              f" ({client.calls} API calls)")
 
 ns = onboard

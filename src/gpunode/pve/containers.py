@@ -10,6 +10,7 @@ Create-only settings (template, rootfs, unprivileged, features, net0) never caus
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ class Desired:
     rootfs: str = "local-lvm:32"     # storage:size-in-GiB
     net0: str | None = "name=eth0,bridge=vmbr0,ip=dhcp"
     unprivileged: bool = True
+    device_root: str = ""            # where the host's /dev/nvidia* live ("" but in the lab: host_root)
 
 
 @dataclass
@@ -172,7 +174,7 @@ def plan_update(conf: dict[str, Any], running: bool, d: Desired, node: str, adop
             plan.set[f"dev{slot}"] = path
             plan.old[f"dev{slot}"] = None
     for dev_path, i in sorted(by_path.items(), key=lambda kv: kv[1]):
-        if dev_path and dev_path.startswith("/dev/nvidia") and dev_path not in d.devices:
+        if dev_path and dev_path.startswith(d.device_root + "/dev/nvidia") and dev_path not in d.devices:
             plan.delete.append(f"dev{i}")
             plan.old[f"dev{i}"] = str(devs[i])
     plan.start = not running
@@ -197,8 +199,12 @@ def plan(client: Any, node: str, d: Desired, adopt: bool = False) -> Plan:
     return plan_update(conf, listed.get("status") == "running", d, node, adopt)
 
 
-def apply(client: Any, p: Plan, *, progress: tasks.Progress | None = None, timeout: float = 600) -> list[str]:
-    """Carry out a plan; returns notes (e.g. changes Proxmox left pending until a restart)."""
+def apply(client: Any, p: Plan, *, progress: tasks.Progress | None = None, timeout: float = 600,
+          before_start: Callable[[], None] | None = None) -> list[str]:
+    """Carry out a plan; returns notes (e.g. changes Proxmox left pending until a restart).
+
+    before_start runs after the config is written and before the container starts (classic
+    passthrough lines are written there, over SSH)."""
     base = f"nodes/{p.node}/lxc"
     notes: list[str] = []
     if p.create:
@@ -216,6 +222,8 @@ def apply(client: Any, p: Plan, *, progress: tasks.Progress | None = None, timeo
         if pending:
             keys = ", ".join(str(e["key"]) for e in pending)
             notes.append(f"Proxmox keeps {keys} pending until CT {p.vmid} restarts (`pct reboot {p.vmid}`)")
+    if before_start is not None:
+        before_start()
     if p.start:
         upid = client.call("POST", f"{base}/{p.vmid}/status/start")
         tasks.wait(client, upid, what=f"start CT {p.vmid}", timeout=timeout, progress=progress)
