@@ -55,6 +55,19 @@ def check_model(facts: Facts, target: str) -> None:
                         hint="finish copying the model (a download may have stopped), then re-run")
 
 
+def check_driver(raw: snapshot.RawFacts, facts: Facts, target: Target) -> None:
+    """Refuse before anything changes when the user-space driver differs from the kernel module."""
+    from gpunode.facts import driver_match
+
+    found = driver_match.check(raw, facts)
+    if found is None:
+        return
+    ct = target.container
+    text, hint = driver_match.message(found, target.name, ct is not None, target.host.name,
+                                      ct.vmid if ct else None, list(ct.gpus or []) if ct else None)
+    raise FactError(text, target=target.name, evidence=found.evidence, hint=hint)
+
+
 def prepare(target: Target, transport: Transport, *, only: str | None = None,
             progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
             resolve: Callable[..., Any] | None = None) -> Job:
@@ -70,6 +83,7 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
         raw = gather(transport, model_path=v.get("model_source"), venv=v.get("venv"))
     facts = parse(raw)
     check_model(facts, target.name)
+    check_driver(raw, facts, target)
     plan = (resolve or default_resolve)(facts, v)
     ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress,
                             origins=dict(target.origins))
