@@ -28,3 +28,12 @@ def test_the_real_cpu_lock_is_requested_at_its_versions():
     request = cpu_profile.pinned(cpu_profile.requirements(), lock)
     assert lock and {line.split(" ", 1)[0] for line in lock} <= set(request)
     assert any(r.startswith("sglang-router==") for r in request)
+
+
+def test_the_router_lock_is_its_own_request_beside_the_engine_lock():
+    router = cpu_profile.locked(cpu_profile.ROUTER_LOCK)
+    names = {line.split("==", 1)[0] for line in router}
+    # the router's lock pins fastapi differently from the cpu engine's: one request could not hold both
+    assert "sglang-router" in names and "fastapi" in names
+    engine = {line.split(" ", 1)[0].split("==")[0]: line.split(" ", 1)[0] for line in cpu_profile.locked()}
+    assert any(engine.get(line.split("==", 1)[0]) not in (None, line.split(" ", 1)[0]) for line in router)

@@ -30,7 +30,8 @@ def unlocked() -> set[str]:
 
 
 def all_targets():
-    return [pytest.param(p, t, id=f"{p.id}-{t.machine}-py{t.python}") for p in KB.pinsets for t in pinlocks.targets(p)]
+    return [pytest.param(p, t, id=f"{p.id}-{t.machine}-py{t.python}")
+            for p in (*KB.pinsets, *KB.router_pinsets()) for t in pinlocks.targets(p)]
 
 
 @pytest.mark.parametrize("p, t", all_targets())

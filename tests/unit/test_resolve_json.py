@@ -43,7 +43,7 @@ def test_documented_keys_are_the_plans_keys():
                            ("fixes[]", plan["fixes"][0]), ("model", plan["model"]),
                            ("decisions[]", plan["decisions"][0]), ("facts", plan["facts"]),
                            ("facts.gpus[]", plan["facts"]["gpus"][0]), ("facts.driver", plan["facts"]["driver"]),
-                           ("facts.system", plan["facts"]["system"])):
+                           ("facts.system", plan["facts"]["system"]), ("lock", plan["lock"])):
         assert set(value) == doc[section], section
 
 

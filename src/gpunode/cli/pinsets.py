@@ -31,7 +31,8 @@ def lock(c, pinset=None, python=None, machine=None, without=None, find_links=Non
     from gpunode.resolve import load_kb
 
     kb = load_kb()
-    known = {p.id: p for p in kb.pinsets}
+    lockable = (*kb.pinsets, *kb.router_pinsets())
+    known = {p.id: p for p in lockable}
     for pid in pinset or ():
         if pid not in known:
             raise InventoryError(f"unknown pin set {pid!r}", hint=f"pin sets in gpunode/compat/pinsets.yml: "
@@ -41,7 +42,7 @@ def lock(c, pinset=None, python=None, machine=None, without=None, find_links=Non
             raise InventoryError(f"unknown index {ix!r} for --without", hint=f"indexes: {', '.join(kb.indexes)}")
     command = shlex.join(["inv", "pinsets.lock", *sys.argv[2:]]) if len(sys.argv) > 2 else "inv pinsets.lock"
     failed = []
-    for p in kb.pinsets:
+    for p in lockable:
         if pinset and p.id not in pinset:
             continue
         for t in pinlocks.targets(p):

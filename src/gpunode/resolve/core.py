@@ -7,7 +7,7 @@ from typing import Any
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import fixes, flags, hardware, models, pick, toolkit, topology, versions
+from gpunode.resolve import fixes, flags, hardware, locks, models, pick, toolkit, topology, versions
 from gpunode.resolve.choices import Choices, from_vars
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -61,7 +61,11 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     if tk.kind == "system" and tk.cuda_home:
         env["CUDA_HOME"] = tk.cuda_home
     servers = _servers(kb, p, gpus, slots, venv, model_path, served, args, choices)
-    router = _router(kb, servers, engine, py, choices, facts.target, trail)
+    machine = facts.system.arch or "x86_64"
+    router = _router(kb, servers, engine, py, choices, facts.target, trail, machine)
+    fix_packages = [pkg for f in planned if f.phase == "install" for a in f.actions if a.get("kind") == "pip_install"
+                    for pkg in ([a["packages"]] if isinstance(a["packages"], str) else a["packages"])]
+    lock = locks.planned(p, machine, py, [x.req for x in p.packages] + fix_packages, trail, "engine")
     return Plan(
         target=facts.target, engine=engine, engine_version=p.version, pinset=p.id, pinset_status=p.status,
         python=py, venv=venv, packages=_packages(kb, p), indexes=_indexes(kb, p), toolkit=tk, env=env,
@@ -70,7 +74,7 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
                "family": rule.family.id if rule.family else None,
                "architectures": list(facts.model.architectures) if facts.model else [],
                "size_bytes": facts.model.size_bytes if facts.model else 0, "mtp": mtp},
-        decisions=tuple(trail.decisions), warnings=tuple(trail.warnings), facts=facts_view(facts),
+        decisions=tuple(trail.decisions), warnings=tuple(trail.warnings), facts=facts_view(facts), lock=lock,
     )
 
 
@@ -167,7 +171,7 @@ def _servers(kb: KB, p: Pinset, gpus: GpuSet | None, slots: list, venv: str, mod
 
 
 def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choices: Choices, target: str,
-            trail: Trail) -> RouterPlan | None:
+            trail: Trail, machine: str) -> RouterPlan | None:
     ports = [s.port for s in servers]
     if choices.router_port in ports and len(servers) > 1:
         raise ResolveError(f"router_port {choices.router_port} collides with a server port ({ports[0]}-{ports[-1]})",
@@ -189,7 +193,9 @@ def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choice
                  f"{len(servers)} servers behind one endpoint; " + ("round_robin as tested with vLLM CPU workers"
                  if engine == "vllm-cpu" else "cache_aware (the router's default) keeps shared prefixes on one "
                  "server"), source=r.source)
-    return RouterPlan(r.package, venv, python, argv, choices.router_host, choices.router_port, policy, urls)
+    lock = locks.planned(kb.pinset(f"router-{r.id}"), machine, python, [r.package], trail,  # type: ignore[arg-type]
+                         "router")
+    return RouterPlan(r.package, venv, python, argv, choices.router_host, choices.router_port, policy, urls, lock)
 
 
 def _packages(kb: KB, p: Pinset) -> tuple[PlannedPackage, ...]:

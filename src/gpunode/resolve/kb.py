@@ -264,7 +264,21 @@ class KB:
     files: dict[str, str] = field(default_factory=dict)   # name -> path, for messages
 
     def pinset(self, pid: str) -> Pinset | None:
-        return next((p for p in self.pinsets if p.id == pid), None)
+        return next((p for p in self.pinsets if p.id == pid), None) or next(
+            (p for p in self.router_pinsets() if p.id == pid), None)
+
+    def router_pinsets(self) -> tuple[Pinset, ...]:
+        """Each router as a one-package pin set, so that `inv pinsets.lock` locks its closure like an engine's."""
+        out = []
+        for r in self.routers.values():
+            name, _, version = r.package.partition("==")
+            out.append(Pinset(id=f"router-{r.id}", engine="router", version=version, status="known-good",
+                              opt_in=False, packages=(Package(r.package, name),), torch_version="", torch_cuda=None,
+                              kernel_package=None, kernel_links_libnuma=False, flashinfer=None, pip_cccl=None,
+                              python_min=r.python_min, python_max=r.python_max, glibc_min="2.17",
+                              machines=("x86_64", "aarch64"), driver_min=None, spec_v2_default=None,
+                              uninstall_after=(), unconfirmed=(), source=r.source, where=f"pinsets.yml routers.{r.id}"))
+        return tuple(out)
 
     def arch(self, cc: str) -> Arch | None:
         return next((a for a in self.archs if a.cc == cc), None)

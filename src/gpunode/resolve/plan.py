@@ -49,6 +49,16 @@ class Server:
 
 
 @dataclass(frozen=True)
+class PlannedLock:
+    """The full lock a venv installs from (gpunode/compat/locks/, docs/locks.md), or why there is none."""
+    file: str                   # "cu13-latest/pylock.x86_64-py312.toml"; "" when there is no lock
+    digest: str = ""
+    requirements: tuple[str, ...] = ()   # "name==version --hash=sha256:...", the whole closure
+    unlocked_why: str = ""      # no lock for this machine and Python
+    stale: str = ""             # the lock does not hold the pin set's own pins
+
+
+@dataclass(frozen=True)
 class RouterPlan:
     package: str
     venv: str
@@ -58,6 +68,7 @@ class RouterPlan:
     port: int
     policy: str
     worker_urls: tuple[str, ...]
+    lock: PlannedLock | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,7 @@ class Plan:
     decisions: tuple[Decision, ...]
     warnings: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)   # what the plan was made from (report.facts_view)
+    lock: PlannedLock | None = None
     schema: str = field(default=SCHEMA)
 
     def to_dict(self) -> dict[str, Any]:

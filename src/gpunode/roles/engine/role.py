@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from gpunode import pinlocks
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
-from gpunode.resolve import load_kb
+from gpunode.resolve.plan import PlannedLock
 from gpunode.roles.context import RoleContext
 from gpunode.roles.engine.verify import verify_commands
 from gpunode.steps.venv import Venv
@@ -24,29 +23,24 @@ def interpreter(version: str) -> str:
     return f"python{version}" if version and version[0].isdigit() else (version or "python3")
 
 
-def locking(ctx: RoleContext, requirements: list[str]) -> dict:
-    """The pin set's full lock for this machine and Python, when there is one and engine_lock allows it."""
+def locking(ctx: RoleContext, lock: PlannedLock | None) -> dict:
+    """The plan's full lock for this venv, when there is one and engine_lock allows it."""
     mode = str(ctx.vars.get("engine_lock", "auto"))
     if mode not in ("auto", "required", "off"):
         raise InventoryError(f"{ctx.target}: engine_lock={mode!r} is not one of auto, required, off",
                              hint="auto uses the lock when there is one; required refuses without; off never locks")
     if mode == "off":
         return {"unlocked_why": "engine_lock=off"}
-    pinset, machine = load_kb().pinset(ctx.plan.pinset), ctx.facts.system.arch or "x86_64"
-    lock = pinlocks.find(pinset, machine, ctx.plan.python) if pinset is not None else None
-    if lock is None:
-        why = f"no lock for {machine} python{ctx.plan.python} in gpunode/compat/locks/{ctx.plan.pinset}/"
+    if lock is None or not lock.file:
+        why = lock.unlocked_why if lock else "the plan names no lock"
         if mode == "required":
             raise InventoryError(f"{ctx.target}: {why}", hint=f"inv pinsets.lock --pinset {ctx.plan.pinset} "
-                                 f"--machine {machine} --python {ctx.plan.python}, or set engine_lock=auto")
+                                 f"--python {ctx.plan.python}, or set engine_lock=auto")
         return {"unlocked_why": why}
-    missing = [r for r in requirements if "==" in r and lock.version(r.split("==")[0].split("[")[0])
-               != r.split("==")[1]]
-    if missing:
-        raise InventoryError(f"{ctx.target}: the lock {lock.path.name} of {ctx.plan.pinset} does not hold "
-                             f"{', '.join(missing)}",
-                             hint=f"regenerate it: inv pinsets.lock --pinset {ctx.plan.pinset}")
-    return {"locked": lock.requirements(), "lock": f"{ctx.plan.pinset}/{lock.path.name}@{lock.digest}"}
+    if lock.stale:
+        raise InventoryError(f"{ctx.target}: {lock.stale}",
+                             hint=f"regenerate it: inv pinsets.lock --pinset {lock.file.split('/')[0]}")
+    return {"locked": list(lock.requirements), "lock": f"{lock.file}@{lock.digest}"}
 
 
 def build(ctx: RoleContext) -> list[RolePlan]:
@@ -64,11 +58,11 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     steps = [Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,
                   timeout=float(v["engine_install_timeout"]), label=f"engine venv ({plan.pinset})",
-                  **locking(ctx, requirements), **source)]
+                  **locking(ctx, plan.lock), **source)]
     if plan.router is not None and v.get("servers_router", True):
         steps.append(Venv(path=plan.router.venv, python=interpreter(plan.router.python),
                           requirements=[plan.router.package], installer=installer, label="router venv",
                           verify=[["python", "-c", "import " + plan.router.argv[2].split(".")[0]]]
                           if len(plan.router.argv) > 2 and plan.router.argv[1] == "-m" else [],
-                          **source))
+                          **locking(ctx, plan.router.lock), **source))
     return [RolePlan("engine", steps)]
