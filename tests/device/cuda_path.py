@@ -86,8 +86,8 @@ def install(plan, wheels: Path) -> dict:
     ninja = venv / "bin" / "ninja"
     if not ninja.exists():
         ninja.symlink_to("/opt/torch/.venv/bin/ninja")
-    nvcc = next(a["packages"] for f in plan.fixes if f.id == "pip-nvcc" for a in f.actions
-                if a["kind"] == "pip_install")
+    nvcc = next(a.packages for f in plan.fixes if f.id == "pip-nvcc" for a in f.actions
+                if a.kind == "pip_install")
     planned = [p.requirement for p in plan.packages if p.requirement.startswith(("nvidia-", "flashinfer"))]
     reqs = list(dict.fromkeys([*nvcc, *planned, "nvidia-cuda-runtime==13.0.96", "apache-tvm-ffi"]))
     reqs = [r.replace("[cu13]", "") for r in reqs]  # the extra's cutlass-dsl is not needed for this kernel

@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from gpunode.resolve import explain, resolve
+from gpunode.resolve.actions import PipInstall
 from gpunode.resolve.flags import row
 from gpunode.resolve.load import load
 from tests.unit.resolve_facts import GB, QWEN36, QWEN36_MTP, cpu_box, field_notes, h200, on
@@ -90,11 +91,11 @@ def test_field_notes_pins_nvcc_to_torch_cuda_and_overlays_flashinfer_cccl():
     site = "/opt/gpunode/venvs/cu13-latest/lib/python3.11/site-packages"
     assert plan.env["CUDA_HOME"] == f"{site}/nvidia/cu13"
     nvcc = next(f for f in plan.fixes if f.id == "pip-nvcc")
-    assert nvcc.actions[0] == {"kind": "pip_install", "packages": [
-        "nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-crt==13.0.88", "nvidia-nvvm==13.0.88"]}
+    assert nvcc.actions[0] == PipInstall(packages=(
+        "nvidia-cuda-nvcc==13.0.88", "nvidia-cuda-crt==13.0.88", "nvidia-nvvm==13.0.88"))
     cccl = next(f for f in plan.fixes if f.id == "cccl-overlay")
-    assert cccl.actions[0]["into"] == f"{site}/nvidia/cu13/include"
-    assert f"{site}/flashinfer/data/cccl/libcudacxx/include" in cccl.actions[0]["contents_of"]
+    assert cccl.actions[0].into == f"{site}/nvidia/cu13/include"
+    assert f"{site}/flashinfer/data/cccl/libcudacxx/include" in cccl.actions[0].contents_of
     assert "libcuda-symlink" in fix_ids(plan)
     # 12.8 is the container's toolkit; the decision says why it is not used
     assert "12.8" in plan.decision("JIT toolkit").reason
@@ -255,7 +256,7 @@ def test_cpu_machine_gets_the_tested_vllm_cpu_command_and_router():
         "http://127.0.0.1:30001", "http://127.0.0.1:30002", "--policy", "round_robin", "--prometheus-host",
         "127.0.0.1", "--health-check-interval-secs", "10")
     strip = next(f for f in plan.fixes if f.id == "cpu-strip")
-    assert strip.actions[0]["packages"] == ["torchvision", "torchaudio", "torchcodec", "triton"]
+    assert strip.actions[0].packages == ("torchvision", "torchaudio", "torchcodec", "triton")
     assert plan.indexes.stand_ins[0]["pypi_standin"] == "torch==2.13.0"
     assert plan.toolkit.kind is None and "CUDA_DEVICE_ORDER" not in plan.env
 

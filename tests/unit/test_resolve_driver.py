@@ -11,6 +11,7 @@ import pytest
 
 from gpunode.facts.types import Driver
 from gpunode.resolve import resolve
+from gpunode.resolve.actions import RemoveTree
 from tests.unit.resolve_facts import QWEN36, field_notes, h200, on
 
 
@@ -73,7 +74,6 @@ def test_a_flashinfer_change_resets_the_cache_the_servers_really_use():
     for variables, cache in (({}, "/var/cache/gpunode/jit"), ({"cuda_jit_cache": "/srv/jit"}, "/srv/jit")):
         plan = resolve(field_notes(install=old), variables)
         (fix,) = [f for f in plan.fixes if f.id == "flashinfer-cache-reset"]
-        assert fix.actions == ({"kind": "remove_tree", "path": f"{jit_env(cache)['FLASHINFER_WORKSPACE_BASE']}"
-                                                              "/.cache/flashinfer"},)
+        assert fix.actions == (RemoveTree(path=f"{jit_env(cache)['FLASHINFER_WORKSPACE_BASE']}/.cache/flashinfer"),)
     same = Install(venv="/opt/gpunode/venvs/cu13-latest", python="3.11", flashinfer="0.7.2")
     assert "flashinfer-cache-reset" not in [f.id for f in resolve(field_notes(install=same)).fixes]

@@ -7,7 +7,7 @@ from typing import Any
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import fixes, flags, hardware, locks, models, pick, toolkit, topology, versions
+from gpunode.resolve import actions, fixes, flags, hardware, locks, models, pick, toolkit, topology, versions
 from gpunode.resolve.choices import Choices, from_vars
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -63,8 +63,8 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     servers = _servers(kb, p, gpus, slots, venv, model_path, served, args, choices)
     machine = facts.system.arch or "x86_64"
     router = _router(kb, servers, engine, py, choices, facts.target, trail, machine)
-    fix_packages = [pkg for f in planned if f.phase == "install" for a in f.actions if a.get("kind") == "pip_install"
-                    for pkg in ([a["packages"]] if isinstance(a["packages"], str) else a["packages"])]
+    fix_packages = [pkg for f in planned if f.phase == "install" for a in f.actions
+                    if isinstance(a, actions.PipInstall) for pkg in a.packages]
     lock = locks.planned(p, machine, py, [x.req for x in p.packages] + fix_packages, trail, "engine")
     return Plan(
         target=facts.target, engine=engine, engine_version=p.version, pinset=p.id, pinset_status=p.status,

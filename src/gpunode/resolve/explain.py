@@ -61,7 +61,7 @@ def render(plan: Plan, *, decisions: bool = True) -> str:
     if plan.fixes:
         out += ["", "Fixes"]
         for f in plan.fixes:
-            kinds = ", ".join(a["kind"] for a in f.actions)
+            kinds = ", ".join(a.kind for a in f.actions)
             out.append(f"  - {f.id} ({f.phase}): {kinds}")
     if plan.warnings:
         out += ["", "Warnings"]

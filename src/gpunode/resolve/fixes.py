@@ -7,7 +7,7 @@ from typing import Any
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import conditions, versions
+from gpunode.resolve import actions, conditions, versions
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.models import ModelRule
@@ -110,13 +110,13 @@ def plan_fixes(kb: KB, ctx: dict[str, Any], names: dict[str, Any], trail: Trail)
     for rule in kb.fixes:
         if not conditions.holds(rule.when, ctx):
             continue
-        actions = tuple({"kind": a.kind, **_fill(a.params, names, rule.id)} for a in rule.actions)
+        acts = tuple(actions.make(a.kind, _fill(a.params, names, rule.id)) for a in rule.actions)
         fact = conditions.describe(rule.when, ctx)
-        out.append(PlannedFix(rule.id, rule.phase, actions, rule.reason, fact, rule.source, short(rule.where)))
-        for a in actions:
-            if a["kind"] == "env":
-                env.update({k: str(v) for k, v in a["vars"].items()})
-            if a["kind"] == "manual":
-                trail.warn(f"fix {rule.id} needs a person: {' '.join(str(a['message']).split())}")
+        out.append(PlannedFix(rule.id, rule.phase, acts, rule.reason, fact, rule.source, short(rule.where)))
+        for a in acts:
+            if isinstance(a, actions.SetEnv):
+                env.update(a.vars)
+            if isinstance(a, actions.Manual):
+                trail.warn(f"fix {rule.id} needs a person: {a.message}")
         trail.decide("fix", rule.id, rule.reason, fact=fact, rule=rule.where, source=rule.source)
     return out, env

@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpunode.resolve.actions import Action
+
 SCHEMA = "gpunode.plan/1"
 
 
@@ -84,7 +86,7 @@ class Topology:
 class PlannedFix:
     id: str
     phase: str
-    actions: tuple[dict[str, Any], ...]
+    actions: tuple[Action, ...]        # typed (resolve/actions.py); JSON: {"kind": ..., params...}
     reason: str
     fact: str
     source: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpunode.engine import RolePlan
+from gpunode.resolve.actions import AptInstall
 from gpunode.roles.context import RoleContext
 from gpunode.steps.apt import Packages
 from gpunode.steps.files import Directory, Symlink
@@ -16,8 +17,8 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     packages = list(v["base_packages"])
     for fix in ctx.plan.fixes:  # e.g. libnuma1 when the kernel wheel links libnuma.so.1
         for action in fix.actions:
-            if action["kind"] == "apt_install":
-                packages += list(action["packages"])
+            if isinstance(action, AptInstall):
+                packages += list(action.packages)
     steps: list = [Packages(names=sorted(set(packages)))]
     steps += [Directory(path=d) for d in v["base_dirs"]]
     if v["base_uv"]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from gpunode.engine import RolePlan
+from gpunode.resolve.actions import Ldconfig, LibSymlink, Link, OverlayTree, RemoveTree
 from gpunode.roles.context import RoleContext
 from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import Directory, Symlink
 from gpunode.steps.trees import Absent, Overlay
 
-# Kinds handled elsewhere: pip_* in the engine venv, apt_install in base, env in the plan's environment.
-ELSEWHERE = {"pip_install", "pip_uninstall", "apt_install", "env", "manual"}
+# The other actions are handled elsewhere: pip_* in the engine venv, apt_install in base, env in the
+# plan's environment, manual as the plan's warning.
 
 
 def jit_env(cache: str) -> dict[str, str]:
@@ -21,16 +22,15 @@ def jit_env(cache: str) -> dict[str, str]:
 def build(ctx: RoleContext) -> list[RolePlan]:
     steps: list = [Directory(path=ctx.vars["cuda_jit_cache"])]
     for fix in ctx.plan.fixes:
-        kinds = [a["kind"] for a in fix.actions]
-        if "symlink" in kinds or "ldconfig" in kinds:
+        if any(isinstance(a, LibSymlink | Ldconfig) for a in fix.actions):
             steps.append(LibcudaLink(label=f"{fix.id}: libcuda.so"))
         for action in fix.actions:
-            if action["kind"] == "overlay_tree":
-                steps.append(Overlay(dest=action["into"], sources=list(action["contents_of"]),
-                                     label=f"{fix.id}: overlay onto {action['into']}"))
-            elif action["kind"] == "link":
-                steps.append(Symlink(path=action["path"], target=action["target"],
-                                     label=f"{fix.id}: {action['path']} -> {action['target']}"))
-            elif action["kind"] == "remove_tree":
-                steps.append(Absent(path=action["path"], label=f"{fix.id}: remove {action['path']}"))
+            if isinstance(action, OverlayTree):
+                steps.append(Overlay(dest=action.into, sources=list(action.contents_of),
+                                     label=f"{fix.id}: overlay onto {action.into}"))
+            elif isinstance(action, Link):
+                steps.append(Symlink(path=action.path, target=action.target,
+                                     label=f"{fix.id}: {action.path} -> {action.target}"))
+            elif isinstance(action, RemoveTree):
+                steps.append(Absent(path=action.path, label=f"{fix.id}: remove {action.path}"))
     return [RolePlan("cuda_fixes", steps)]

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
+from gpunode.resolve.actions import PipInstall, PipUninstall
 from gpunode.resolve.plan import PlannedLock
 from gpunode.roles.context import RoleContext
 from gpunode.roles.engine.verify import verify_commands
 from gpunode.steps.venv import Venv
 
 
-def actions(ctx: RoleContext, phase: str, kind: str) -> list[dict]:
-    return [a for f in ctx.plan.fixes if f.phase == phase for a in f.actions if a.get("kind") == kind]
-
-
-def _packages(value) -> list[str]:
-    return [value] if isinstance(value, str) else list(value)
+def packages(ctx: RoleContext, phase: str, kind: type[PipInstall | PipUninstall]) -> list[str]:
+    """The packages the plan's fixes install or uninstall in this phase."""
+    return [p for f in ctx.plan.fixes if f.phase == phase for a in f.actions if isinstance(a, kind)
+            for p in a.packages]
 
 
 def interpreter(version: str) -> str:
@@ -49,11 +48,10 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     source = ({"no_index": True, "find_links": [wheelhouse]} if wheelhouse else
               {"index_url": plan.indexes.index_url, "extra_index_urls": list(plan.indexes.extra_index_urls)})
     requirements = [p.requirement for p in plan.packages]
-    for action in actions(ctx, "install", "pip_install"):
-        requirements += _packages(action["packages"])
+    requirements += packages(ctx, "install", PipInstall)
     requirements = list(dict.fromkeys(requirements))  # pip-nvcc repeats pins that CUDA 13 pin sets already list
-    replace = [p for a in actions(ctx, "before_install", "pip_uninstall") for p in _packages(a["packages"])]
-    remove = [p for a in actions(ctx, "after_install", "pip_uninstall") for p in _packages(a["packages"])]
+    replace = packages(ctx, "before_install", PipUninstall)
+    remove = packages(ctx, "after_install", PipUninstall)
     installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
     steps = [Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,
