@@ -108,6 +108,11 @@ def test_field_notes_parsers_and_memory_fraction():
     assert argv["--model-path"] == "/dev/shm/Qwen3.6-27B" and argv["--host"] == "127.0.0.1"
 
 
+def test_sglang_servers_serve_prometheus_metrics_and_vllm_needs_no_flag_for_it():
+    assert "--enable-metrics" in resolve(field_notes()).servers[0].argv
+    assert "--enable-metrics" not in resolve(field_notes(), {"engine": "vllm"}).servers[0].argv
+
+
 def test_field_notes_every_decision_names_its_reason_and_rule_or_source():
     plan = resolve(field_notes())
     assert len(plan.decisions) >= 12
@@ -254,7 +259,7 @@ def test_cpu_machine_gets_the_tested_vllm_cpu_command_and_router():
     assert plan.router.argv[1:] == (
         "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", "30000", "--worker-urls",
         "http://127.0.0.1:30001", "http://127.0.0.1:30002", "--policy", "round_robin", "--prometheus-host",
-        "127.0.0.1", "--health-check-interval-secs", "10")
+        "127.0.0.1", "--prometheus-port", "29000", "--health-check-interval-secs", "10")
     strip = next(f for f in plan.fixes if f.id == "cpu-strip")
     assert strip.actions[0].packages == ("torchvision", "torchaudio", "torchcodec", "triton")
     assert plan.indexes.stand_ins[0]["pypi_standin"] == "torch==2.13.0"

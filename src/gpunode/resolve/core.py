@@ -170,6 +170,9 @@ def _servers(kb: KB, p: Pinset, gpus: GpuSet | None, slots: list, venv: str, mod
     return out
 
 
+ROUTER_METRICS_PORT = 29000
+
+
 def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choices: Choices, target: str,
             trail: Trail, machine: str) -> RouterPlan | None:
     ports = [s.port for s in servers]
@@ -185,7 +188,9 @@ def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choice
     venv = f"{choices.venv_root.rstrip('/')}/router"
     python = plan_python if versions.in_range(plan_python, r.python_min, r.python_max) else r.python_max
     argv = (f"{venv}/bin/python", "-m", r.module, "--host", choices.router_host, "--port", str(choices.router_port),
-            "--worker-urls", *urls, "--policy", policy, "--prometheus-host", "127.0.0.1",
+            "--worker-urls", *urls, "--policy", policy,
+            # sglang-router 0.3.2's defaults are 0.0.0.0:29000 (router_args.py): metrics on loopback only
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(ROUTER_METRICS_PORT),
             # The default 60 s check interval keeps workers that were still loading out of
             # rotation for minutes after they answer; seen in the lab ("no_available_workers").
             "--health-check-interval-secs", "10")

@@ -114,6 +114,8 @@ def engine_args(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule, choices
     """Everything after --host/--port, the same for every server of the plan."""
     e, v = p.engine, p.version
     args: list[str] = []
+    if e == "sglang":
+        args.append(flag(kb, "metrics", e, v))  # Prometheus /metrics for inv status and scrapers
     if e == "sglang" and gpus:
         args += _attention(kb, p, gpus, rule, choices, trail)
     if e in ("sglang", "vllm"):
