@@ -294,3 +294,30 @@ def test_7_a_cut_during_weight_staging_resumes_and_leaves_no_half_file(box, inve
     assert restarted(before, units(box, every_unit(plan))) == set(), "--only weights restarted a server"
     assert TINY_MODEL in cmdline(box, servers(plan)[0])  # still serving the model it was given
     print(f"\nstaging cut after {run.seconds:.1f} s; re-run: {reason}; {rerun.seconds:.1f} s")
+
+
+def test_8_bench_measures_each_server_and_the_router_and_turns_the_rate_into_a_job_eta(box, inventory, plan,
+                                                                                      tmp_path):
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([str(INV), "bench", "-i", str(inventory), "--host", "lab", "--ct", str(VMID),
+                           "--concurrency", "1,2", "--input-len", "16", "--output-len", "8", "--requests", "4",
+                           "--job-samples", "1000", "--job-output-tokens", "100", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    import json
+
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == "gpunode.bench/1" and doc["pinset"] == plan["pinset"]
+    steps = {(r["phase"], r["concurrency"]) for r in doc["runs"]}
+    assert steps == {("servers", 1), ("servers", 2), ("router", 1), ("router", 2)}
+    for run in doc["runs"]:
+        total = run["total"]
+        assert total["errors"] == 0 and total["ok"] == total["requests"] > 0, run
+        # every reply runs to --output-len (ignore_eos): the tokens are counted, not assumed
+        assert total["output_tokens"] == total["ok"] * 8 and total["output_tok_s"] > 0, run
+    servers_step = next(r for r in doc["runs"] if r["phase"] == "servers")
+    assert {s["name"] for s in plan["servers"]} <= set(servers_step["endpoints"]), servers_step["endpoints"]
+    best = max(r["total"]["output_tok_s"] for r in doc["runs"])
+    eta = doc["eta"]
+    assert abs(eta["seconds"] - 1000 * 100 / best) / eta["seconds"] < 0.01, eta
+    assert "ETA" in proc.stdout and "tok/s" in proc.stdout
