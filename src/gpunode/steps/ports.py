@@ -1,0 +1,77 @@
+"""HTTP ports answering: every URL returns 200, waited for on the target in one command.
+
+For services that have no completion API (what steps.health.Ready also asks of
+inference servers): a web server, a metrics port, a stand-in in a benchmark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpunode import shell
+from gpunode.errors import StepError, tail
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.transport.base import Transport
+
+_PROBE = r"""
+for u; do
+  printf '%s %s\n' "$u" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$u" 2>/dev/null || echo 000)"
+done
+"""
+
+_WAIT = r"""
+deadline=$(( $(date +%s) + $1 )); shift
+for u; do
+  until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$u" 2>/dev/null)" = 200 ]; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "@@timeout $u"; exit 4; fi
+    sleep 0.2
+  done
+done
+"""
+
+
+def down(urls: list[str], probe_output: str) -> list[str]:
+    """The URLs whose line in the probe's output is not `URL 200`."""
+    codes = dict(line.rsplit(" ", 1) for line in probe_output.splitlines() if " " in line)
+    return [u for u in urls if codes.get(u) != "200"]
+
+
+@dataclass
+class Answering(Step):
+    """Every URL answers GET with 200 (curl on the target), within grace_s of being asked.
+
+    + urls: e.g. http://127.0.0.1:8080/
+    + units: the units behind them, whose journal a failure shows
+    """
+
+    urls: list[str] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
+    grace_s: int = 60
+
+    @property
+    def id(self) -> str:
+        return f"answering:{len(self.urls)} urls"
+
+    def probe(self) -> list[str]:
+        return shell.sh(_PROBE, *self.urls)
+
+    def check(self, probe: Probe) -> Outcome:
+        missing = down(self.urls, probe.output)
+        if not missing:
+            return NoChange(f"all {len(self.urls)} URLs answer with 200")
+        return Change(f"wait up to {self.grace_s}s for {len(missing)} of {len(self.urls)} URLs to answer "
+                      f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
+
+    def apply(self, target: Transport) -> None:
+        result = target.run(shell.sh(_WAIT, str(self.grace_s), *self.urls), timeout=self.grace_s + 30)
+        if result.ok:
+            return
+        url = next((line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("@@timeout")), "?")
+        journal = ""
+        if self.units:
+            argv = ["journalctl", "-n", "20", "--no-pager", "-o", "cat"]
+            for unit in self.units:
+                argv += ["-u", unit]
+            journal = target.run(argv).stdout
+        raise StepError(f"{url} did not answer with 200 within {self.grace_s}s", target=target.name,
+                        evidence=tail(journal or result.stderr, 20), hint="look at the units' journal on the target")
