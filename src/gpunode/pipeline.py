@@ -70,7 +70,8 @@ def check_driver(raw: snapshot.RawFacts, facts: Facts, target: Target) -> None:
 
 def prepare(target: Target, transport: Transport, *, only: str | None = None,
             progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
-            resolve: Callable[..., Any] | None = None) -> Job:
+            resolve: Callable[..., Any] | None = None, output: Callable[[str], None] | None = None) -> Job:
+    """progress: the target's Feed (cli/progress.py); output: each line long steps print (-v)."""
     from gpunode.resolve import resolve as default_resolve
     from gpunode.roles.weights.role import staged_path_for
 
@@ -86,7 +87,7 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
     check_driver(raw, facts, target)
     plan = (resolve or default_resolve)(facts, v)
     ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress,
-                            origins=dict(target.origins))
+                            output=output, origins=dict(target.origins))
     run_names, needed_names = roles.select(only)
     return Job(target, transport, facts, plan, roles.build(run_names, ctx), roles.build(needed_names, ctx),
                needed_names)

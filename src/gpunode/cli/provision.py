@@ -20,12 +20,14 @@ HELP = {
     "set": "override a variable: --set key=value (repeatable)",
     "forks": "how many targets run at once with --group (default 4)",
     "facts": "use a saved facts snapshot instead of probing (plan only; implies --check)",
+    "verbose": "stream what long steps print on the target (installer, staging, readiness), each line "
+               "prefixed with the target",
 }
 
 
 @task(iterable=["set_"], help=HELP)
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
-              inventory=None, set_=None, forks=None, facts=None):
+              inventory=None, set_=None, forks=None, facts=None, verbose=False):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
     # Imported here, not at the top: `inv --list` and `inv --help` must not pay for SSH, the
     # resolver and the templates (tests/unit/test_cli_import_light.py).
@@ -55,7 +57,8 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
         for target in targets:
             jobs.append(pipeline.prepare(target, session.transport(target), only=only,
                                          progress=Feed(target.name, sink),
-                                         facts_dir=Path(facts) if facts else None))
+                                         facts_dir=Path(facts) if facts else None,
+                                         output=_streamer(console, target.name, redact) if verbose else None))
             if json:
                 sink.plan(target.name, jobs[-1].plan.to_dict())
             elif check:
@@ -72,6 +75,14 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     sink.finish(recaps)
     if any(r.failed or r.error for r in recaps):
         raise Exit(code=2)
+
+
+def _streamer(console, name: str, redact):
+    """-v: one remote line, printed above the live progress lines (on stderr with --json)."""
+    def show(line: str) -> None:
+        console.print(redact(f"{name} | {line}"), markup=False, highlight=False, soft_wrap=True)
+
+    return show
 
 
 ns = provision

@@ -18,7 +18,16 @@ class RoleContext:
     plan: Any  # gpunode.resolve.plan.Plan
     #: (done, total, name, unit="bytes", step=""): where a long step stands (cli/progress.Feed)
     progress: Callable[..., None] | None = None
+    #: every output line of a long step (-v), with the target's name to be added by the CLI
+    output: Callable[[str], None] | None = None
     origins: dict[str, str] = field(default_factory=dict)  # variable -> file:line, "--set" or "role defaults"
+
+    def progress_for(self, step: str, unit: str) -> Callable[[int, int, str], None] | None:
+        """The (done, total, name) callback of one long step: progress events for `step`, counted in `unit`."""
+        feed = self.progress
+        if feed is None:
+            return None
+        return lambda done, total, name="": feed(done, total, name, unit=unit, step=step)
 
     def where(self, name: str) -> str:
         return self.origins.get(name, "the inventory or --set")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
 
@@ -33,19 +34,36 @@ while [ $# -gt 0 ]; do
 done
 """
 
+# Every round polls each endpoint that is not ready yet and prints one `@@progress` line with
+# every server's state ("cpu0 ready, cpu1 loading 40s"); args: grace, then name unit url path.
 _WAIT = r"""
-deadline=$(( $(date +%s) + $1 )); shift
-while [ $# -gt 0 ]; do
-  unit=$1; url=$2; path=$3; shift 3
-  until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url$path" 2>/dev/null)" = 200 ]; do
-    # A crash since the (re)start shows as NRestarts > 0 long before systemd gives up.
-    if systemctl is-failed --quiet "$unit" || [ "$(systemctl show -P NRestarts "$unit")" != 0 ]; then
-      echo "@@failed $unit"; exit 3
-    fi
-    if [ "$(date +%s)" -ge "$deadline" ]; then echo "@@timeout $unit"; exit 4; fi
-    sleep 2
+t0=$(date +%s); deadline=$(( t0 + $1 )); shift
+total=$(( $# / 4 )); ready=" "
+while :; do
+  now=$(date +%s); n=0; line=""; waiting=""; i=0
+  for a in "$@"; do
+    case $i in
+      0) name=$a ;; 1) unit=$a ;; 2) url=$a ;;
+      3) case "$ready" in
+           *" $unit "*) st=ready ;;
+           *) if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url$a" 2>/dev/null)" = 200 ]; then
+                ready="$ready$unit "; st=ready; echo "@@ready $unit"
+              # A crash since the (re)start shows as NRestarts > 0 long before systemd gives up.
+              elif systemctl is-failed --quiet "$unit" || [ "$(systemctl show -P NRestarts "$unit")" != 0 ]; then
+                echo "@@progress $n $total $line${line:+, }$name failed"; echo "@@failed $unit"; exit 3
+              else
+                st="loading $(( now - t0 ))s"; waiting=${waiting:-$unit}
+              fi ;;
+         esac
+         [ "$st" = ready ] && n=$(( n + 1 ))
+         line="$line${line:+, }$name $st" ;;
+    esac
+    i=$(( (i + 1) % 4 ))
   done
-  echo "@@ready $unit"
+  echo "@@progress $n $total $line"
+  [ -z "$waiting" ] && exit 0
+  if [ "$now" -ge "$deadline" ]; then echo "@@timeout $waiting"; exit 4; fi
+  sleep 2
 done
 """
 
@@ -77,6 +95,9 @@ class Ready(Step):
     ask_s: int = 120
     prompt: str = "The capital of France is"
     auth: str = field(default="", repr=False)  # curl config with the API key header (a secret)
+    #: (done, total, per-server states) in servers while the wait runs; its output lines for -v
+    on_progress: Progress | None = field(default=None, repr=False, compare=False)
+    on_line: Line | None = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -95,10 +116,12 @@ class Ready(Step):
                       "then send one completion through each endpoint")
 
     def apply(self, target: Transport) -> None:
-        pairs = [x for e in self.endpoints for x in (e.unit, e.url, e.health)]
-        result = target.run(shell.sh(_WAIT, str(self.grace_s), *pairs), timeout=self.grace_s + 60)
+        quads = [x for e in self.endpoints for x in (e.name, e.unit, e.url, e.health)]
+        sink = ProgressSink(self.on_progress, self.on_line)
+        result = target.run(shell.sh(_WAIT, str(self.grace_s), *quads), sink=sink, timeout=self.grace_s + 60)
+        sink.flush()
         if not result.ok:
-            self._fail(target, result.stdout, result.exit_code)
+            self._fail(target, sink.text + result.stderr, result.exit_code)
         for e in self.endpoints:
             body = json.dumps({"model": e.model, "prompt": self.prompt, "max_tokens": 8, "temperature": 0})
             r = target.run(shell.sh(_ASK, e.url, body, str(self.ask_s)), stdin=self.auth.encode(),

@@ -1,23 +1,28 @@
-"""Turn a command's streamed `@@progress DONE TOTAL NAME` lines into callbacks.
+"""Turn a long command's streamed output into progress callbacks while it still runs.
 
-Long steps (weight staging, installs) print these markers on stdout; the
-transport streams stdout into a ProgressSink as it arrives, so the CLI can
-draw a live bar (bytes, rate, ETA) while the command still runs.
+Long steps (weight staging, the readiness wait) print `@@progress DONE TOTAL NAME` markers on
+stdout; installers (pip, uv) print their own lines, which InstallSink counts. The transport
+streams stdout into the sink as it arrives, so the CLI can draw a live line (bytes, packages,
+servers) and, with -v, show every line the target printed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
-#: (done, total, name, unit="bytes", step=""); see gpunode.cli.progress.Feed
+#: (done, total, name); the role binds unit= and step= (RoleContext.progress_for)
 Progress = Callable[..., None]
+#: one line of the command's output, for -v
+Line = Callable[[str], None]
 
 
 class ProgressSink:
-    """A write()-able sink: parses marker lines, keeps everything else."""
+    """A write()-able sink: parses marker lines, keeps everything else (and hands it to on_line)."""
 
-    def __init__(self, on_progress: Progress | None):
+    def __init__(self, on_progress: Progress | None, on_line: Line | None = None):
         self.on_progress = on_progress
+        self.on_line = on_line
         self._pending = b""
         self.lines: list[str] = []
 
@@ -35,8 +40,71 @@ class ProgressSink:
                 self.on_progress(int(parts[1]), int(parts[2]), parts[3] if len(parts) > 3 else "")
             return
         self.lines.append(line)
+        if self.on_line is not None:
+            self.on_line(line)
+        self.seen(line)
+
+    def seen(self, line: str) -> None:
+        """A plain output line (a hook for subclasses)."""
 
     def flush(self) -> None:
         if self._pending:
             self._line(self._pending.decode("utf-8", "replace"))
             self._pending = b""
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+# pip: one "Collecting"/"Processing" line per package as it is fetched, then the list it installs;
+# uv (without a terminal it draws no bars): "Resolved N packages", "Prepared N", "Installed N",
+# then " + name==version" per package.
+_PIP_ONE = re.compile(r"^(Collecting|Processing|Requirement already satisfied:) (\S+)")
+_PIP_ALL = re.compile(r"^Installing collected packages: (.*)$")
+_UV_COUNT = re.compile(r"^(Resolved|Prepared|Installed|Audited) (\d+) packages?\b")
+_UV_ONE = re.compile(r"^ \+ (\S+)")
+
+
+class InstallSink(ProgressSink):
+    """An installer's output as package counts: done so far of total (0 until known)."""
+
+    def __init__(self, on_progress: Progress | None, on_line: Line | None = None, *, total: int = 0,
+                 label: str = ""):
+        super().__init__(on_progress, on_line)
+        self.total = total
+        self.label = label
+        self.done = 0
+        self._phase = ""
+
+    def start(self, what: str) -> None:
+        self._report(what)
+
+    def seen(self, line: str) -> None:
+        text = line.strip()
+        if m := _PIP_ONE.match(text):
+            self.done += 1
+            self._report(f"{m.group(1).lower().rstrip(':')} {m.group(2)}")
+        elif m := _PIP_ALL.match(text):
+            self.total = self.total or len(m.group(1).split(", "))
+            self._report("installing")
+        elif m := _UV_COUNT.match(text):
+            n = int(m.group(2))
+            if m.group(1) == "Resolved":
+                self.total = self.total or n
+            elif m.group(1) == "Installed":
+                self.done = max(self.done, n)
+            self._report(text)
+        elif m := _UV_ONE.match(line):
+            self._report(f"+ {m.group(1)}")
+
+    def finish(self, detail: str = "installed") -> None:
+        """The install went through: every package is in (the line that reaches total is never dropped)."""
+        self.total = self.total or self.done
+        self.done = self.total
+        self._report(detail)
+
+    def _report(self, detail: str) -> None:
+        if self.on_progress is not None:
+            done = min(self.done, self.total) if self.total else self.done
+            self.on_progress(done, self.total, f"{self.label}: {detail}" if self.label else detail)

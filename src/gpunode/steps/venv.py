@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.progress import InstallSink, Line, Progress
 from gpunode.transport.base import Transport
 
 MANIFEST = "gpunode-lock.json"
@@ -75,6 +76,9 @@ class Venv(Step):
     lock: str = ""
     unlocked_why: str = ""
     timeout: float = 3600.0
+    #: (done, total, name) in packages while the installer runs; its output lines for -v
+    on_progress: Progress | None = field(default=None, repr=False, compare=False)
+    on_line: Line | None = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -138,13 +142,17 @@ class Venv(Step):
                   "creating the venv")
         if self.replace:
             self._run(target, self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}")
+        # With --no-deps the lock's lines are every package that goes in; unlocked, pip and uv say how many.
+        sink = InstallSink(self.on_progress, self.on_line, total=len(self.locked), label=self.title)
+        sink.start(f"installing {self._what()} with {self.installer}")
         if self.locked:
             listed = f"{self.path}/{LOCKED}"
             target.write_file(listed, ("\n".join(self.locked) + "\n").encode())
             self._run(target, self._pip("install", *self._source_args(), "--require-hashes", "--no-deps", "-r", listed),
-                      f"installing the locked pin set ({self.lock})")
+                      f"installing the locked pin set ({self.lock})", sink=sink)
         else:
-            self._run(target, self._pip("install", *self._source_args(), *self.requirements), "installing the pin set")
+            self._run(target, self._pip("install", *self._source_args(), *self.requirements), "installing the pin set",
+                      sink=sink)
         if self.remove_after:
             self._run(target, self._pip("uninstall", *self.remove_after), f"removing {', '.join(self.remove_after)}")
         for argv in self.verify:
@@ -154,6 +162,7 @@ class Venv(Step):
         stamp = self._run(target, ["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"], "reading the clock").stdout.strip()
         manifest = {"spec_hash": self.spec_hash(), "spec": self.spec(), "listing": listing, "verified_at": stamp}
         target.write_file(f"{self.path}/{MANIFEST}", (json.dumps(manifest, indent=1) + "\n").encode())
+        sink.finish("installed and verified")
 
     def _pip(self, verb: str, *args: str) -> list[str]:
         py = f"{self.path}/bin/python"
@@ -180,11 +189,17 @@ class Venv(Step):
             args += ["--find-links", link]
         return args
 
-    def _run(self, target: Transport, argv: list[str], what: str):
-        result = target.run(argv, timeout=self.timeout)
+    def _run(self, target: Transport, argv: list[str], what: str, sink: InstallSink | None = None):
+        if sink is not None:
+            # uv writes its lines to stderr, pip to stdout: one stream, read as it comes.
+            result = target.run(shell.sh('exec "$@" 2>&1', *argv), sink=sink, timeout=self.timeout)
+            sink.flush()
+        else:
+            result = target.run(argv, timeout=self.timeout)
         if not result.ok:
+            out = sink.text if sink is not None else (result.stderr or result.stdout)
             raise StepError(f"{what} in {self.path} failed (exit {result.exit_code})", target=target.name,
-                            evidence=tail(result.stderr or result.stdout, 25),
+                            evidence=tail(out, 25),
                             hint="re-run after fixing the cause; the install resumes and only the lock manifest "
                             "marks it complete")
         return result

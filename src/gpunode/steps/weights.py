@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from gpunode import shell
 from gpunode.errors import StepError
 from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
-from gpunode.steps.progress import Progress, ProgressSink
+from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
 STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
@@ -71,6 +71,7 @@ class StagedWeights(Step):
     reserve_bytes: int = 0
     script: str = STAGE_SCRIPT
     on_progress: Progress | None = field(default=None, repr=False, compare=False)
+    on_line: Line | None = field(default=None, repr=False, compare=False)  # the script's other lines (-v)
 
     @property
     def id(self) -> str:
@@ -124,7 +125,7 @@ class StagedWeights(Step):
                 )
 
     def apply(self, target: Transport) -> None:
-        sink = ProgressSink(self.on_progress)
+        sink = ProgressSink(self.on_progress, self.on_line)
         argv = ["sh", self.script, self.source, self.dest] + ([self.verify] if self.verify else [])
         result = target.run(argv, sink=sink)
         sink.flush()

@@ -56,10 +56,12 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     steps = [Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,
                   timeout=float(v["engine_install_timeout"]), label=f"engine venv ({plan.pinset})",
+                  on_progress=ctx.progress_for("engine", "packages"), on_line=ctx.output,
                   **locking(ctx, plan.lock), **source)]
     if plan.router is not None and v.get("servers_router", True):
         steps.append(Venv(path=plan.router.venv, python=interpreter(plan.router.python),
                           requirements=[plan.router.package], installer=installer, label="router venv",
+                          on_progress=ctx.progress_for("engine", "packages"), on_line=ctx.output,
                           verify=[["python", "-c", "import " + plan.router.argv[2].split(".")[0]]]
                           if len(plan.router.argv) > 2 and plan.router.argv[1] == "-m" else [],
                           **locking(ctx, plan.router.lock), **source))

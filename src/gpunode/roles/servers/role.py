@@ -115,5 +115,6 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         units = ([stage] if stage else []) + [s.unit for s in servers] + ([ROUTER_UNIT] if router else [])
         plans.append(RolePlan("services", [Service(name=u, enabled=True, running=True) for u in units]))
         plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]),
-                                              auth=curl_auth(key))]))
+                                              auth=curl_auth(key), on_progress=ctx.progress_for("ready", "servers"),
+                                              on_line=ctx.output)]))
     return plans

@@ -33,6 +33,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     if ctx.vars["weights_stage"]:
         servers = len(getattr(ctx.plan, "servers", []) or []) or 1
         steps.append(StagedWeights(source=str(ctx.var("model_source")).rstrip("/"), dest=staged_path(ctx),
-                                   verify=ctx.vars["weights_verify"], on_progress=ctx.progress,
+                                   verify=ctx.vars["weights_verify"], on_progress=ctx.progress_for("weights", "bytes"),
+                                   on_line=ctx.output,
                                    reserve_bytes=int(ctx.vars["weights_server_reserve_bytes"]) * servers))
     return [RolePlan("weights", steps)]
