@@ -130,3 +130,49 @@ def test_merge_adds_missing_lines_drops_stale_majors_and_keeps_snapshots():
     assert "c 10:200 rwm" in m.text and m.text.endswith("\n\n[before-upgrade]\narch: amd64\nmemory: 65536\n")
     again = classic.merge(m.text, wanted, f)
     assert not again.changed and again.text == m.text
+
+
+def test_host_driver_absent_is_refused_with_what_to_do():
+    from gpunode.pve import gpuhost
+
+    bare = hostfacts.parse("@kernel\n6.8.12-4-pve\n@ls\n" + read("ls-dev-nvidia/debian12-no-driver.txt"))
+    with pytest.raises(PveError) as err:
+        gpuhost.plan(bare, [0, 1], "kpro6")
+    assert err.value.message.startswith("the NVIDIA driver is absent on host kpro6 (no /proc/driver/nvidia/version)")
+    assert "/dev/nvidia0, /dev/nvidia1 do not exist on host kpro6" in err.value.message
+    assert "install the driver on the Proxmox host" in err.value.hint
+    stale = hostfacts.parse("\n".join(line for line in read("hostfacts/h200-nixos-580.out").splitlines()
+                                      if not line.startswith(("NVRM", "GCC"))))
+    with pytest.raises(PveError, match="stale nodes of an unloaded module"):
+        gpuhost.plan(stale, [0], "kpro6")
+
+
+def test_gpu_plan_devn_or_classic_by_version():
+    from gpunode.pve import gpuhost
+
+    text = read("hostfacts/h200-nixos-580.out")
+    new = gpuhost.plan(hostfacts.parse(text.replace("@pveversion\n", "@pveversion\n" + read(
+        "pveversion/pve9.1.9.txt"))), [0], "h")
+    assert new.devn[:3] == ["/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm"] and new.classic == []
+    old = gpuhost.plan(hostfacts.parse(text.replace("@pveversion\n", "@pveversion\n" + read(
+        "pveversion/pve8.0.3.txt"))), [0], "h")
+    assert old.devn == [] and "lxc.cgroup2.devices.allow: c 238:* rwm" in old.classic
+    assert "classic passthrough lines for the CT config:" in old.lines()
+
+
+def test_userspace_plan_lines():
+    from gpunode.pve import userspace
+
+    f = hostfacts.parse("@driver\nNVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.65.06  Release\n"
+                        "@run_markers\n/usr/bin/nvidia-uninstall\n")
+    url = userspace.DEFAULT_URL
+    assert userspace.plan_lines(f, userspace.State("580.65.06", True), url) == [
+        "driver user-space in the CT: 580.65.06 (matches the host)"]
+    line = userspace.plan_lines(f, userspace.State("575.57.08", True), url)[0]
+    assert line.startswith("driver user-space in the CT: 575.57.08 -> 580.65.06, by NVIDIA .run")
+    assert "https://us.download.nvidia.com/XFree86/Linux-x86_64/580.65.06/NVIDIA-Linux-x86_64-580.65.06.run" in line
+    pk = hostfacts.parse("@driver\nNVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Release\n@packages\n"
+                         "ii  nvidia-kernel-dkms  535.183.01-1~deb12u1  amd64  x\n"
+                         "ii  libcuda1:amd64  535.183.01-1~deb12u1  amd64  x\n")
+    assert userspace.plan_lines(pk, None, url) == [
+        "driver user-space in the CT: not installed -> 535.183.01, by apt: libcuda1=535.183.01-1~deb12u1"]

@@ -21,6 +21,8 @@ HELP = {
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
     "timeout": "seconds to wait for each Proxmox task (default 600)",
 }
+# With --gpus, onboard also installs the driver's user-space in the container at the host's
+# version (gpunode.pve.userspace; host vars nvidia_installer_url, host_root: docs/onboard.md).
 
 
 def parse_mount(text: str):
@@ -48,8 +50,10 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
     """Create or update an LXC container through the Proxmox API (GPUs, mounts, memory), start it, list it."""
     from gpunode import inventory_edit
     from gpunode.cli.session import Session
-    from gpunode.pve import containers, gpuhost
+    from gpunode.errors import ConnectError
+    from gpunode.pve import containers, gpuhost, userspace
     from gpunode.pve.client import PveClient, settings_from_vars
+    from gpunode.transport import PctTransport
 
     # Numbers are parsed here, not by invoke (whose int() would end in a ValueError traceback).
     vmid = parse_int(ct, "--ct", 100, 999_999_999, VMID_HINT)
@@ -85,7 +89,21 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
             print(line)
         print(f"inventory {inv_file}: " + (f"{host}/{vmid} already listed" if listed
                                           else f"add {host}/{vmid}" + (f" with gpus {gpu_list}" if gpu_list else "")))
+        url = str(host_vars.get("nvidia_installer_url") or userspace.DEFAULT_URL)
+
+        def ct_transport():
+            return PctTransport(session.host_transport(h), vmid, pct=h.pct_path, host_name=h.name)
+
         if check:
+            if gpu:
+                state = None
+                if not plan.create and not plan.start:
+                    try:
+                        state = userspace.probe_ct(ct_transport())
+                    except ConnectError:
+                        state = None
+                for line in userspace.plan_lines(gpu.facts, state, url):
+                    print(line)
             print("check mode: nothing was changed")
             return
         classic_notes: list[str] = []
@@ -102,9 +120,22 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
                                  timeout=float(timeout_s), before_start=write_classic)
         for note in notes + classic_notes:
             print(f"note: {note}")
+        installed = ""
+        if gpu:
+            ct_t = ct_transport()
+            state = userspace.probe_ct(ct_t)
+            for line in userspace.plan_lines(gpu.facts, state, url):
+                print(line)
+            if state.version != gpu.facts.driver:
+                installed = userspace.install(session.host_transport(h), ct_t, gpu.facts, vmid, h.pct_path, url)
+                print(f"CT {vmid}: {installed}")
+            listed = userspace.verify(ct_t, gpu.facts, gpu_list, vmid)
+            print(f"nvidia-smi in CT {vmid}: {len(listed)} GPU(s) at driver {gpu.facts.driver}: "
+                  + ", ".join(f"{g.index} {g.name}" for g in listed))
         if not listed:
             inventory_edit.add_container_file(inv_file, host, vmid, gpu_list or None)
-        done = "created" if plan.create else "updated" if plan.set or plan.delete or classic_notes else "unchanged"
+        done = ("created" if plan.create else "updated" if plan.set or plan.delete or classic_notes or installed
+                else "unchanged")
         print(f"{host}/{vmid}: {done}, running" + ("" if listed else f"; added to {inv_file}") +
               f" ({client.calls} API calls)")
 

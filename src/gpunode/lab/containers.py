@@ -26,6 +26,7 @@ MiB = 1024 * 1024
 class Mount:
     host: Path
     target: str  # path inside the container
+    kind: str = "dir"  # "file": one file or device node (the lab's stand-in for devN), bound read-write
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ def lxc_config(ct: Container, mode: str) -> str:
         f"{_memory_key()} = {ct.memory_mb * MiB}",
     ]
     for m in ct.mounts:
-        lines.append(f"lxc.mount.entry = {m.host} {m.target.lstrip('/')} none bind,ro,create=dir 0 0")
+        opts = "bind,create=file" if m.kind == "file" else "bind,ro,create=dir"
+        lines.append(f"lxc.mount.entry = {m.host} {m.target.lstrip('/')} none {opts} 0 0")
     return "\n".join(lines) + "\n"
 
 
@@ -205,7 +207,8 @@ def ensure(ct: Container, progress: Progress | None = None) -> bool:
             f"in {time.monotonic() - started:.1f} s")
     mode = mode_file.read_text().strip() if mode_file.exists() else "overlay"
     for m in ct.mounts:
-        m.host.mkdir(parents=True, exist_ok=True)
+        if m.kind == "dir":
+            m.host.mkdir(parents=True, exist_ok=True)
     changed = write_text(ct.dir / "config", lxc_config(ct, mode))
     write_text(ct.pve_conf, pve_config(ct))
     return changed

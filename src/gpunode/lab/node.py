@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import containers, cpu_profile, paths, rootfs, sshd
+from gpunode.lab import containers, cpu_profile, gpuhost, paths, rootfs, sshd
 from gpunode.lab.common import LabError, Progress, host_run, say, write_text
 
 REQUIRED = {
@@ -211,6 +211,7 @@ def up(gpu_shape: str = paths.DEFAULT_GPU_SHAPE, progress: Progress | None = Non
         rootfs.ensure_repo(progress)
         _sync_shape(gpu_shape, shape_dir, progress)
         _install_standins(progress)
+        gpuhost.ensure(gpu_count(shape_dir, gpu_shape))  # the stand-in GPU host for `inv onboard --gpus`
         running = containers.active()
         for ct in containers.lab_containers(gpu_count(shape_dir, gpu_shape)):
             changed = containers.ensure(ct, progress)

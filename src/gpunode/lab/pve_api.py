@@ -32,9 +32,13 @@ What it copies (pve-container src/PVE/API2/LXC.pm, LXC/Config.pm, LXC/Tools.pm; 
 What it does not do: templates (every CT is an overlay of the lab's Debian base rootfs),
 storage (rootfs is recorded, not allocated), networks (net0 is recorded; lab CTs have only
 loopback), unprivileged id maps (lab CTs are privileged), read-write mount points (the lab
-mounts every mpN read-only), devN passthrough into the CT (validated and recorded only),
+mounts every mpN read-only), devN passthrough into the CT (validated and recorded only, but see below),
 and changes of mpN/devN on a running CT (refused with a 500 that says so, instead of
-PVE's pending section). The exact 401 reason text is not taken from PVE's source.
+PVE's pending section). devN entries naming the lab's stand-in GPU host nodes
+(gpunode.lab.gpuhost, /var/lib/gpunode-lab/gpuhost/dev/...) become bind mounts at /dev/<name>
+in the CT (PVE makes a node of the same major:minor there), together with the stand-in
+module's /proc/driver and the nvidia-smi recording; other devN are validated and recorded.
+The exact 401 reason text is not taken from PVE's source.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpunode.lab import containers, paths
+from gpunode.lab import containers, gpuhost, paths
 from gpunode.lab.common import LabError, host_run, write_text
 
 API_DIR = paths.STATE / "pve-api"
@@ -111,6 +115,8 @@ def lab_container(vmid: str, conf: dict[str, str]) -> containers.Container:
             target = next((p[3:] for p in parts if p.startswith("mp=")), None)
             if target:
                 mounts.append(containers.Mount(Path(parts[0]), target))
+    devs = [conf[k].split(",")[0].removeprefix("path=") for k in sorted(conf) if re.fullmatch(r"dev\d+", k)]
+    mounts += [containers.Mount(host, target, kind) for host, target, kind in gpuhost.ct_mounts(devs)]
     return containers.Container(int(vmid), "onboard", conf.get("hostname", f"CT{vmid}"),
                                 int(conf.get("memory", "512")), False, int(conf.get("cores", "1")), 0,
                                 tuple(mounts))

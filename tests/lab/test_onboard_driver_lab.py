@@ -1,0 +1,157 @@
+"""inv onboard --gpus end to end in the lab: host facts of the stand-in GPU host, devN passthrough,
+the driver's user-space installed in a fresh container at the host's version by the stand-in
+.run, nvidia-smi (stand-in) listing the GPUs inside; a re-run changes nothing; a host driver
+upgrade makes `inv provision` refuse with both versions, and onboard repairs it.
+
+Container 276 belongs to this file; it is removed before and after. The stand-in host
+(gpunode.lab.gpuhost) is made here and its driver version put back afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpunode.facts import gpu as gpufacts
+from gpunode.lab import containers, gpuhost, paths, pve_api
+from gpunode.pve.hostfacts import INSTALLER_CACHE
+from tests.lab.provision_helpers import INV, REPO, Attached, lab_host, snapshot, write_inventory
+
+pytestmark = pytest.mark.lab
+VMID = 276
+TOKEN_ID, SECRET = "root@pam!gpunode", "lab-token-driver-7c2e"
+OLD, NEW = "590.48.01", "595.58.03"   # the recording's driver, and the "upgrade"
+GPUNODE = [sys.executable, "-c", "from gpunode.cli.main import main; main()"]
+CACHE = Path(f"{gpuhost.ROOT}{INSTALLER_CACHE}")
+
+
+def remove_ct() -> None:
+    conf = paths.PVE_LXC / f"{VMID}.conf"
+    parsed = pve_api.read_conf(str(VMID))[0] if conf.exists() else {}
+    containers.remove(pve_api.lab_container(str(VMID), parsed))
+
+
+@pytest.fixture(scope="module")
+def api(lab):
+    before = gpuhost.driver()
+    gpuhost.ensure(gpus=8, version=OLD)
+    for f in CACHE.glob("*.run"):
+        f.unlink()  # "fetched once per node": start from a node that has not fetched it
+    remove_ct()
+    server = pve_api.serve_in_thread({TOKEN_ID: SECRET})
+    yield server
+    server.shutdown()
+    remove_ct()
+    gpuhost.set_driver(before or OLD)
+
+
+@pytest.fixture(scope="module")
+def inv(api, tmp_path_factory) -> Path:
+    f = tmp_path_factory.mktemp("inv") / "hosts.yml"
+    f.write_text(f"""\
+hosts:
+  lab:
+    address: 127.0.0.1
+    port: {paths.SSH_PORT}
+    key: {paths.CLIENT_KEY}
+    known_hosts: {paths.KNOWN_HOSTS}
+    pct_path: {paths.PCT}
+    vars:
+      host_root: {gpuhost.ROOT}
+      nvidia_installer_url: "{gpuhost.INSTALLER_URL}"
+      pve_api: {{port: {api.port}, token_id: "{TOKEN_ID}", token_secret: {SECRET}, verify_ssl: {pve_api.CERT}}}
+""")
+    return f
+
+
+def onboard(inv: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*GPUNODE, "onboard", "--host", "lab", "-i", str(inv), "--ct", str(VMID), "--gpus", "0,1",
+                           "--memory", "4096", "--mount", f"{paths.SHARE_MODELS}:{paths.CT_MODELS}", *args],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+
+
+def smi_in_ct() -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(paths.PCT), "exec", str(VMID), "--", "nvidia-smi", *gpufacts.QUERY_ARGS],
+                          capture_output=True, text=True, timeout=60)
+
+
+def provision_check(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    gpu_vars = lab_host()["containers"][paths.CT_GPU]["vars"]
+    inventory = write_inventory(tmp_path / "prov.yml", {VMID: {"gpus": [0, 1], "vars": gpu_vars}})
+    return subprocess.run([str(INV), "provision", "-i", str(inventory), "--host", "lab", "--ct", str(VMID), "--check"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_onboard_installs_the_hosts_driver_version_and_a_rerun_changes_nothing(api, inv, tmp_path):
+    first = onboard(inv)
+    assert first.returncode == 0, first.stderr + first.stdout
+    out = first.stdout
+    assert "host: Proxmox VE 8.2.4" in out and f"host: NVIDIA driver {OLD}, installed by NVIDIA .run installer" in out
+    assert "host: passthrough by devN entries" in out and "/dev/nvidia-uvm yes" in out
+    assert f"driver user-space in the CT: not installed -> {OLD}" in out
+    assert f"installed {OLD} by NVIDIA-Linux-x86_64-{OLD}.run --silent --no-kernel-module" in out
+    assert f"nvidia-smi in CT {VMID}: 2 GPU(s) at driver {OLD}" in out
+
+    # What a user checks: the CT's config passes the host's nodes, nvidia-smi inside answers.
+    config = subprocess.run([str(paths.PCT), "config", str(VMID)], capture_output=True, text=True, check=True).stdout
+    for node in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        assert f": {gpuhost.ROOT}/dev/{node}\n" in config
+    assert f"{gpuhost.ROOT}/dev/nvidia2" not in config
+    smi = smi_in_ct()
+    assert smi.returncode == 0, smi.stderr
+    view = gpufacts.parse_query(smi.stdout)
+    assert [g.index for g in view.gpus] == [0, 1] and view.driver == OLD
+    box = Attached(VMID)
+    assert box.sh("readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1").out.strip() == f"libcuda.so.{OLD}"
+    assert box.sh("stat -c '%F %t:%T' /dev/nvidia1").out.strip() == "character special file c3:1"
+    cached = CACHE / f"NVIDIA-Linux-x86_64-{OLD}.run"
+    assert cached.is_file() and not box.exists(f"/root/NVIDIA-Linux-x86_64-{OLD}.run")
+    cached_at = cached.stat().st_mtime_ns
+
+    watched = ["/etc", "/usr/bin", "/usr/lib/x86_64-linux-gnu", "/root"]
+    before = snapshot(box.sh, watched) + box.sh("stat -c %Y /var/log/nvidia-installer.log").out
+    conf_before = (paths.PVE_LXC / f"{VMID}.conf").read_bytes()
+    n = len(api.api.requests)
+    again = onboard(inv)
+    assert again.returncode == 0, again.stderr + again.stdout
+    assert f"CT {VMID} on node lab: config already as wanted" in again.stdout
+    assert f"driver user-space in the CT: {OLD} (matches the host)" in again.stdout
+    assert f"lab/{VMID}: unchanged, running" in again.stdout and "installed" not in again.stdout
+    assert {m for m, _, _ in api.api.requests[n:]} == {"GET"}
+    assert (paths.PVE_LXC / f"{VMID}.conf").read_bytes() == conf_before
+    assert snapshot(box.sh, watched) + box.sh("stat -c %Y /var/log/nvidia-installer.log").out == before
+    assert cached.stat().st_mtime_ns == cached_at
+
+
+def test_a_host_driver_upgrade_is_refused_by_provision_and_repaired_by_onboard(api, inv, tmp_path):
+    gpuhost.set_driver(NEW)
+    smi = smi_in_ct()
+    assert smi.returncode == 18 and "Driver/library version mismatch" in smi.stdout  # what the user would see
+
+    refused = provision_check(tmp_path)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = refused.stdout + refused.stderr
+    assert f"user-space libraries are {OLD} but the kernel module is {NEW}" in said
+    assert f"re-run inv onboard --host lab --ct {VMID} --gpus 0,1" in said
+    assert "Traceback" not in said
+
+    checked = onboard(inv, "--check")
+    assert checked.returncode == 0, checked.stderr
+    assert f"driver user-space in the CT: {OLD} -> {NEW}" in checked.stdout
+    assert smi_in_ct().returncode == 18  # --check changed nothing
+
+    repaired = onboard(inv)
+    assert repaired.returncode == 0, repaired.stderr + repaired.stdout
+    assert f"installed {NEW} by NVIDIA-Linux-x86_64-{NEW}.run" in repaired.stdout
+    assert f"lab/{VMID}: updated, running" in repaired.stdout
+    view = gpufacts.parse_query(smi_in_ct().stdout)
+    assert [g.index for g in view.gpus] == [0, 1] and view.driver == NEW
+
+    after = provision_check(tmp_path)
+    said = after.stdout + after.stderr
+    assert "driver mismatch" not in said
+    assert after.returncode == 0, said[-3000:]

@@ -1,0 +1,77 @@
+"""The lab's stand-in GPU host without the lab: the installed nvidia-smi's version behaviour and
+the stand-in .run's options (the whole install runs for real in tests/lab/test_onboard_driver_lab.py)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpunode.facts import gpu
+from gpunode.lab import gpuhost, nvidia_smi_standin
+
+SHAPE = Path(__file__).parents[1] / "data" / "nvidia-smi" / "rtx-pro-6000-x8"
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """nvidia-smi as the stand-in installer leaves it: version 600.10.01, GPUs 0 and 1 passed in."""
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidiactl"):
+        (dev / name).touch()
+    proc = tmp_path / "version"
+    proc.write_text(gpuhost.proc_version("600.10.01"))
+    for k, v in {"SHAPE_DIR": str(SHAPE), "INSTALLED_VERSION": "600.10.01", "PROC_VERSION": str(proc),
+                 "DEV": str(dev)}.items():
+        monkeypatch.setattr(nvidia_smi_standin, k, v)
+    return proc
+
+
+def run(capsysbinary, *argv):
+    code = nvidia_smi_standin.main(list(argv))
+    out, err = capsysbinary.readouterr()
+    return code, out.decode(), err.decode()
+
+
+def test_installed_copy_reports_its_version_and_only_the_gpus_passed_in(installed, capsysbinary):
+    code, out, _ = run(capsysbinary, *gpu.QUERY_ARGS)
+    assert code == 0
+    view = gpu.parse_query(out)
+    assert [g.index for g in view.gpus] == [0, 1] and view.driver == "600.10.01"
+    code, table, _ = run(capsysbinary)
+    assert code == 0 and "Driver Version: 600.10.01" in table and "590.48.01" not in table
+
+
+def test_installed_copy_refuses_another_kernel_module(installed, capsysbinary):
+    installed.write_text(gpuhost.proc_version("610.20.02"))
+    code, out, _ = run(capsysbinary, *gpu.QUERY_ARGS)
+    assert code == 18
+    assert out == "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 600.10\n"
+
+
+def test_installed_copy_without_the_module_cannot_talk_to_the_driver(installed, capsysbinary):
+    installed.unlink()
+    code, _, err = run(capsysbinary)
+    assert code == 9 and "couldn't communicate with the NVIDIA driver" in err
+
+
+def test_the_lab_copy_is_unchanged(capsysbinary, monkeypatch):
+    monkeypatch.setattr(nvidia_smi_standin, "SHAPE_DIR", str(SHAPE))
+    code, out, _ = run(capsysbinary, *gpu.QUERY_ARGS)
+    assert code == 0 and out == (SHAPE / "query-gpu.csv").read_text()  # all 8, the recorded version
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs sh")
+def test_stand_in_run_needs_no_kernel_module_and_knows_its_options(tmp_path):
+    f = tmp_path / "NVIDIA-Linux-x86_64-600.10.01.run"
+    f.write_text(gpuhost.installer_text("600.10.01"))
+    no_flag = subprocess.run(["sh", str(f), "--silent"], capture_output=True, text=True)
+    assert no_flag.returncode == 1 and "--no-kernel-module" in no_flag.stderr
+    bad = subprocess.run(["sh", str(f), "--frobnicate"], capture_output=True, text=True)
+    assert bad.returncode == 1 and "Unrecognized option: '--frobnicate'" in bad.stderr
+    version = subprocess.run(["sh", str(f), "--version"], capture_output=True, text=True)
+    assert "600.10.01" in version.stdout
+    assert 'INSTALLED_VERSION = "600.10.01"' in f.read_text()
