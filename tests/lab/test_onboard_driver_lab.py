@@ -120,7 +120,7 @@ def test_onboard_installs_the_hosts_driver_version_and_a_rerun_changes_nothing(a
     assert again.returncode == 0, again.stderr + again.stdout
     assert f"CT {VMID} on node lab: config already as wanted" in again.stdout
     assert f"driver user-space in the CT: {OLD} (matches the host)" in again.stdout
-    assert f"lab/{VMID}: unchanged, running" in again.stdout and "installed" not in again.stdout
+    assert f"lab/{VMID}: unchanged, running" in again.stdout and f"CT {VMID}: installed" not in again.stdout
     assert {m for m, _, _ in api.api.requests[n:]} == {"GET"}
     assert (paths.PVE_LXC / f"{VMID}.conf").read_bytes() == conf_before
     assert snapshot(box.sh, watched) + box.sh("stat -c %Y /var/log/nvidia-installer.log").out == before
