@@ -1,0 +1,120 @@
+"""inv start / stop / restart (one server, the router, or all of a target's; a group one target
+after the other) with the readiness wait, and inv teardown."""
+
+from __future__ import annotations
+
+import json as jsonlib
+import sys
+
+from invoke import Exit
+
+from gpunode.cli.common import parse_int, task
+from gpunode.cli.fleet import TARGET_HELP, say, targets_of
+
+CONTROL_HELP = {**TARGET_HELP, "server": "only this server (cpu0, gpu3; inv status lists them)",
+                "router": "only the router", "grace": "seconds to wait for readiness (default: servers_ready_grace_s)"}
+
+
+def _control(action: str, host, ct, group, server, router, json, inventory, set_, grace) -> None:
+    from gpunode.cli.session import Session
+    from gpunode.engine import DEFAULT_STATE_DIR
+    from gpunode.engine.lock import Owner
+    from gpunode.engine.runner import new_run_id
+    from gpunode.fleet import control, gather, status
+    from gpunode.roles.servers.secretfiles import curl_auth
+    from gpunode.secrets import redact
+
+    targets = targets_of(inventory, host, ct, group, set_)
+    owner = Owner.current(new_run_id())
+    with Session() as session:
+        for target in targets:  # one after the other: a group restart never takes every node down at once
+            transport = session.transport(target)
+            auth = curl_auth(str(target.vars.get("server_api_key") or ""))
+            report = status.parse(target.name, gather.gather(transport, auth, sample=0))
+            units = control.select(report, server, router)
+            wait = parse_int(grace if grace is not None else target.vars.get("servers_ready_grace_s", 1800),
+                             "--grace", 1, 86400, "e.g. --grace 600")
+            if not json:
+                say(f"{target.name}: {action} {', '.join(u.name for u in units)}"
+                    + (" and wait until ready" if action != "stop" else ""))
+            done = control.act(transport, report, action, units, owner, DEFAULT_STATE_DIR, wait, auth)
+            if json:
+                say(redact(jsonlib.dumps({"type": action, **done.__dict__})))
+            else:
+                states = ", ".join(f"{u.removeprefix('gpunode-').removesuffix('.service')} {s}"
+                                   for u, s in done.states.items())
+                say(f"{target.name}: {states}" + (f"; ready: {', '.join(done.ready)}" if done.ready else ""))
+
+
+@task(iterable=["set_"], help=CONTROL_HELP)
+def start(c, host=None, ct=None, group=None, server=None, router=False, json=False, inventory=None, set_=None,
+          grace=None):
+    """Start servers (and the router), then wait until each answers a real completion."""
+    _control("start", host, ct, group, server, router, json, inventory, set_, grace)
+
+
+@task(iterable=["set_"], help=CONTROL_HELP)
+def stop(c, host=None, ct=None, group=None, server=None, router=False, json=False, inventory=None, set_=None,
+         grace=None):
+    """Stop servers (and the router); they stay installed and enabled (they start again at boot)."""
+    _control("stop", host, ct, group, server, router, json, inventory, set_, grace)
+
+
+@task(iterable=["set_"], help=CONTROL_HELP)
+def restart(c, host=None, ct=None, group=None, server=None, router=False, json=False, inventory=None, set_=None,
+            grace=None):
+    """Restart servers (and the router), then wait until each answers a real completion."""
+    _control("restart", host, ct, group, server, router, json, inventory, set_, grace)
+
+
+@task(iterable=["set_"], help={**TARGET_HELP, "check": "list what would be removed; change nothing",
+                               "yes": "do not ask for the typed confirmation",
+                               "purge": "also remove /var/lib/gpunode (the journal inv history reads, the lock)"})
+def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=False, json=False, inventory=None,
+             set_=None):
+    """Remove what gpunode installed: units, env and secrets files, venvs, staged weights (journal stays)."""
+    from gpunode.cli.session import Session
+    from gpunode.engine import DEFAULT_STATE_DIR
+    from gpunode.engine.lock import Owner
+    from gpunode.engine.runner import new_run_id
+    from gpunode.errors import InventoryError
+    from gpunode.fleet import teardown as td
+
+    targets = targets_of(inventory, host, ct, group, set_)
+    owner = Owner.current(new_run_id())
+    left_over: list[str] = []
+    with Session() as session:
+        for target in targets:
+            transport = session.transport(target)
+            root = str(target.vars.get("weights_dest_root") or "/dev/shm")
+            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge)
+            if json and check:
+                say(jsonlib.dumps({"type": "teardown", "check": True, **removal.to_dict()}))
+                continue
+            if removal.empty:
+                say(f"{target.name}: nothing of gpunode's is installed")
+                continue
+            say("\n".join([f"{target.name}: {'would remove' if check else 'to remove'}:",
+                           *[f"  {line}" for line in removal.lines()]]))
+            if check:
+                continue
+            if not yes:
+                if not sys.stdin.isatty():
+                    raise InventoryError("inv teardown asks for a typed confirmation, and stdin is not a terminal",
+                                         target=target.name, hint="pass --yes (after --check shows the list)")
+                typed = input(f"type the target's name ({target.name}) to remove all of this: ").strip()
+                if typed != target.name:
+                    raise Exit(f"{target.name}: not confirmed ({typed!r} is not {target.name!r}); nothing removed",
+                               code=1)
+            left = td.apply(transport, removal, owner, DEFAULT_STATE_DIR, purge)
+            left_over += [f"{target.name}:{p}" for p in left]
+            if json:
+                say(jsonlib.dumps({"type": "teardown", "check": False, **removal.to_dict(), "left": left}))
+            else:
+                say(f"{target.name}: removed" + (f"; still there: {', '.join(left)}" if left else "")
+                    + ("" if purge else f"; the journal stays in {DEFAULT_STATE_DIR} (--purge removes it)"))
+    if left_over:
+        raise Exit(f"not removed: {', '.join(left_over)}", code=1)
+
+
+ns = [start, stop, restart, teardown]

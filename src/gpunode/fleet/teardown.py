@@ -1,0 +1,127 @@
+"""`inv teardown`: remove what gpunode installed on a target.
+
+What goes: the gpunode-* units (stopped and disabled first), /etc/gpunode (env and secrets
+files), the venvs and the tools venv under /opt/gpunode, /usr/local/lib/gpunode, the JIT
+cache /var/cache/gpunode, the demo role's files, the /usr/local/bin/uv link into the tools
+venv, and staged weights: folders under weights_dest_root (/dev/shm) that hold gpunode's
+staging manifest (.gpunode-manifest), so a model folder gpunode did not stage is never
+touched. The journal and lock in /var/lib/gpunode stay unless --purge. apt packages stay
+(other software may use them).
+
+Two round trips: `plan()` lists what exists (that is all --check does), `apply()` removes
+exactly that list under the target's lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gpunode.engine import journal, lock
+from gpunode.engine.lock import Owner
+from gpunode.transport.base import Transport
+
+UNIT_DIR = "/etc/systemd/system"
+PATHS = ("/etc/gpunode", "/opt/gpunode/venvs", "/opt/gpunode/tools", "/usr/local/lib/gpunode", "/var/cache/gpunode",
+         "/etc/gpunode-demo", "/var/lib/gpunode-demo", "/usr/local/bin/gpunode-demo-hello")
+
+_LIST = r"""
+root=$1; state=$2; purge=$3; shift 3
+size() { du -sk "$1" 2>/dev/null | cut -f1; }
+echo "@@section units"
+for f in __UNIT_DIR__/gpunode-*.service __UNIT_DIR__/gpunode*.target; do [ -e "$f" ] && echo "$f"; done
+echo "@@section paths"
+for p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$(size "$p") $p"; fi; done
+if [ -L /usr/local/bin/uv ]; then
+  case "$(readlink /usr/local/bin/uv)" in /opt/gpunode/*) echo "0 /usr/local/bin/uv";; esac
+fi
+echo "@@section staged"
+for d in "$root"/*/; do
+  d=${d%/}; [ -f "$d/.gpunode-manifest" ] && echo "$(size "$d") $d"
+done
+echo "@@section state"
+[ "$purge" = 1 ] && [ -d "$state" ] && echo "$(size "$state") $state"
+exit 0
+""".replace("__UNIT_DIR__", UNIT_DIR)
+
+_APPLY = r"""
+state=$1; purge=$2; n=$3; shift 3
+units=""; i=0
+while [ $i -lt "$n" ]; do units="$units ${1##*/}"; shift; i=$((i + 1)); done
+if [ -n "$units" ]; then
+  systemctl disable --now $units 2>&1 || true
+  for u in $units; do rm -f "__UNIT_DIR__/$u"; done
+  systemctl daemon-reload
+  systemctl reset-failed $units 2>/dev/null || true
+fi
+for p; do rm -rf -- "$p"; done
+rmdir /opt/gpunode 2>/dev/null || true
+[ "$purge" = 1 ] && rm -rf -- "$state"
+for p in $units "$@"; do case "$p" in gpunode-*) p="__UNIT_DIR__/$p";; esac
+  if [ -e "$p" ] || [ -L "$p" ]; then echo "@@left $p"; fi
+done
+exit 0
+""".replace("__UNIT_DIR__", UNIT_DIR)
+
+
+@dataclass
+class Removal:
+    target: str
+    units: list[str] = field(default_factory=list)                 # unit file paths
+    paths: list[tuple[int, str]] = field(default_factory=list)     # (KiB, path)
+    staged: list[tuple[int, str]] = field(default_factory=list)    # (KiB, staged model folder)
+    state: list[tuple[int, str]] = field(default_factory=list)     # the journal's folder, with --purge
+
+    @property
+    def empty(self) -> bool:
+        return not (self.units or self.paths or self.staged or self.state)
+
+    def lines(self) -> list[str]:
+        out = [f"unit   {u}" for u in self.units]
+        out += [f"{kind:<6} {p}  ({kib / 1024:.1f} MiB)" for kind, rows in
+                (("path", self.paths), ("staged", self.staged), ("state", self.state)) for kib, p in rows]
+        return out
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "units": self.units, "paths": [p for _, p in self.paths],
+                "staged": [p for _, p in self.staged], "state": [p for _, p in self.state]}
+
+
+def parse_listing(target: str, text: str) -> Removal:
+    r = Removal(target)
+    section = ""
+    for line in text.splitlines():
+        if line.startswith("@@section "):
+            section = line.split()[1]
+            continue
+        if not line.strip():
+            continue
+        if section == "units":
+            r.units.append(line.strip())
+            continue
+        size, _, path = line.partition(" ")
+        row = (int(size) if size.isdigit() else 0, path.strip())
+        {"paths": r.paths, "staged": r.staged, "state": r.state}.get(section, []).append(row)
+    return r
+
+
+def plan(target: Transport, weights_root: str, state_dir: str, purge: bool) -> Removal:
+    result = target.run(["sh", "-c", _LIST, "sh", weights_root.rstrip("/") or "/dev/shm", state_dir,
+                         "1" if purge else "0", *PATHS], timeout=120)
+    result.check("listing what gpunode installed")
+    return parse_listing(target.name, result.stdout)
+
+
+def apply(target: Transport, removal: Removal, owner: Owner, state_dir: str, purge: bool) -> list[str]:
+    """Remove the listed things under the lock; what is still there afterwards ([] = all gone)."""
+    paths = [p for _, p in (*removal.paths, *removal.staged)]
+    by = f"{owner.user}@{owner.workstation}"
+    with lock.acquire(target, state_dir, owner):
+        if not purge:  # the journal stays: it records the teardown
+            journal.update(target, state_dir, owner.run_id, entries=[journal.Entry(
+                owner.run_id, by, "fleet", "step", "teardown",
+                f"removed {len(removal.units)} unit(s) and {len(paths)} path(s): "
+                + ", ".join([u.rsplit("/", 1)[-1] for u in removal.units] + paths))])
+        result = target.run(["sh", "-c", _APPLY, "sh", state_dir, "1" if purge else "0", str(len(removal.units)),
+                             *removal.units, *paths], timeout=600)
+        result.check("removing what gpunode installed")
+    return [line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("@@left ")]
