@@ -57,3 +57,12 @@ def test_teardown_lists_units_paths_staged_weights_and_with_purge_the_journal():
 def test_teardown_of_a_target_without_gpunode_lists_nothing():
     empty = teardown.parse_listing("x", "@@section units\n@@section paths\n@@section staged\n@@section state\n")
     assert empty.empty and empty.lines() == []
+
+
+def test_minus_i_is_the_inventory_in_every_fleet_task_as_in_provision():
+    from gpunode.cli import control as control_cli
+    from gpunode.cli import fleet as fleet_cli
+
+    for t in (*fleet_cli.ns, *control_cli.ns):
+        (arg,) = [a for a in t.get_arguments() if "i" in a.names]
+        assert arg.names == ("inventory", "i"), t.name

@@ -87,8 +87,8 @@ def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=N
                                "router": "the router's journal", "since": 'from this time: "1 hour ago", today, '
                                '"2026-12-03 10:00"', "lines": "at most this many lines (default 100)",
                                "follow": "keep printing new lines until Ctrl-C (one target)"})
-def logs(c, host=None, ct=None, group=None, server=None, router=False, since=None, lines=None, follow=False,
-         inventory=None, set_=None, json=False):
+def logs(c, host=None, ct=None, group=None, inventory=None, server=None, router=False, since=None, lines=None,
+         follow=False, set_=None, json=False):
     """The journal of a server's unit, the router's, or of every gpunode unit."""
     from gpunode.cli.session import Session
     from gpunode.errors import InventoryError
