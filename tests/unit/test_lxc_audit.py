@@ -93,6 +93,8 @@ def test_fragments_skip_what_they_cannot_show():
     report = run("telmate-1138-fragment.conf", model_bytes=GIB)
     assert not report.complete and report.memory_mib is None
     assert {s["check"] for s in report.skipped} == {"privileged", "no-model-mount", "memory-too-small"}
+    no_gpu = run("tteck-2230-100-snapshots.conf")
+    assert {s["check"] for s in no_gpu.skipped} >= {"missing-nvidiactl", "missing-nvidia-uvm"}
 
 
 def test_model_source_must_sit_under_a_mount_point():

@@ -198,7 +198,8 @@ def check_not_allowed(f: Facts, report: Report) -> Iterable[Finding]:
 
 def check_missing_nodes(f: Facts, report: Report) -> Iterable[Finding]:
     if not f.gpus:
-        f.skip(report, "missing-nvidiactl", "no /dev/nvidiaN node is passed through")
+        for check in ("missing-nvidiactl", "missing-nvidia-uvm"):
+            f.skip(report, check, "no /dev/nvidiaN node is passed through")
         return
     first = f.nodes[f.gpus[0]]
     for path, id, what in (("/dev/nvidiactl", "missing-nvidiactl", "the driver's control node: every CUDA and NVML "
