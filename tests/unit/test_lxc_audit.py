@@ -137,6 +137,7 @@ def test_devn_mixed_with_classic_lines(tmp_path):
 def test_unprivileged_zero_names_its_line(tmp_path):
     (f,) = text_audit(tmp_path, CLEAN.replace("unprivileged: 1", "unprivileged: 0")).findings
     assert (f.id, f.line, f.text) == ("privileged", 17, "unprivileged: 0")
+    assert not text_audit(tmp_path, CLEAN.replace("unprivileged: 1", "unprivileged: yes")).findings
 
 
 # -- the CLI -----------------------------------------------------------------------------------

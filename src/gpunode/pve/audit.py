@@ -111,7 +111,8 @@ def check_privileged(f: Facts, report: Report) -> Iterable[Finding]:
         f.skip(report, "privileged", "a fragment (no rootfs line): whether the container is unprivileged is not in it")
         return
     line = f.conf.get("unprivileged")
-    if line is None or line.value != "1":
+    # PVE's boolean type (check_type) reads 1/yes/on/true as true, 0/no/off/false as false.
+    if line is None or line.value.lower() not in ("1", "yes", "on", "true"):
         yield _finding(
             "privileged", "high", line,
             "the container is privileged (" + ("no `unprivileged: 1`" if line is None else f"`{line.text}`") + ")",
