@@ -10,16 +10,21 @@ cores, in a fresh cpu container of this module:
    container (every file a diff from nothing, the 0600 secret files among them);
 2. errors: extra_args holding `--api-key KEY` or a secret's value, a broken YAML value of a
    secret, a secret holding a newline: exit 2, a message, no traceback, nothing written;
-3. a real `inv provision --json`: while it runs, every process's argv on the host (which is the
-   Proxmox host here, and sees the container's processes too) and `ps -eo args` in the container
-   are sampled, and lock.owner is read, until the CLI exits; a second run started while the first
+3. a real `inv provision --json`: while it runs, every execve under the lab's sshd is traced
+   with its argv (strace -f: each command on the host, through pct and lxc-attach in the
+   container, however short-lived), every process's argv on the host (which is the Proxmox host
+   here, and sees the container's processes, systemd's servers included) and `ps -eo args` in
+   the container are sampled, and lock.owner is read, until the CLI exits; a second run started while the first
    holds the lock is refused; the events, the refusal, argv and lock.owner hold no core (the
    operator's own `inv provision --set ...` command line excepted: the user typed it);
 4. every file of the container (units, env files, /var/lib/gpunode/journal.jsonl, the systemd
    journal, /opt, /tmp, ...) holds no core, except the key in the 0600 root:root secret files,
    and `journalctl` shows none;
 5. live: each vLLM-CPU server answers 401 without the key or with a wrong one and 200 with it;
-   the router refuses a completion without the key and, given it, gets one from the servers.
+   the router refuses a completion without the key and, given it, gets one from the servers;
+6. the key is rotated with `--set` in a human `inv provision --diff`: its report names the
+   secret files as changed and shows neither key; the servers and the router take the new key
+   and refuse the old one.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gpunode.lab import paths
 from tests.lab.provision_helpers import (
     INV,
     REPO,
@@ -45,6 +51,7 @@ from tests.lab.provision_helpers import (
     _ps,
     cpu_vars,
     lab_host,
+    poll,
     provision,
     require_shares,
     snapshot,
@@ -56,13 +63,16 @@ VMID = 243  # made and removed by this module
 MEMORY_MB = 8192  # two vLLM-CPU slots (~2 GB each) and the router
 SECRET_DIR = "/etc/gpunode"
 
-# {name: (value, core)}: the core survives every escaping, so finding it finds any form.
+# Each secret and its core (CORES: where it went in -> core): the core survives every escaping,
+# so finding the core finds any form of the value.
 HF_TOKEN = "hf_SetViaCli7Q2m9Xz4Lp"
 API_KEY = 'sk-inv-$HOME%n"q\\-K3yCore9wU5-end'  # specials: env file, systemd and curl escaping
 HOST_PASSWORD = "pw-HostLevelR7t6Yu4"
 EXTRA_KEY = "sk-extraArgJ8h7G6f5"
+NEW_KEY = "sk-rotated-N3wCoreQ8z2x"  # the key a user rotates to in test 6
 CORES = {"hf_token (--set)": "7Q2m9Xz4Lp", "server_api_key (inventory)": "K3yCore9wU5",
-         "registry_password (host vars)": "HostLevelR7t6Yu4", "--api-key (extra_args)": "extraArgJ8h7G6f5"}
+         "registry_password (host vars)": "HostLevelR7t6Yu4", "--api-key (extra_args)": "extraArgJ8h7G6f5",
+         "server_api_key (rotated, --set)": "N3wCoreQ8z2x"}
 SET = ("--set", f"hf_token={HF_TOKEN}")
 
 
@@ -95,8 +105,9 @@ def inventory(box, tmp_path_factory) -> Path:
 
 
 def inv(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    # Wide lines: a human report wrapped inside a secret would hide a leak from the search.
     return subprocess.run([str(INV), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, env={**os.environ, "COLUMNS": "500"})
 
 
 def target(inventory: Path) -> tuple[str, ...]:
@@ -185,7 +196,34 @@ def sample(box: FreshContainer, alive: threading.Event, found: Samples) -> None:
         alive.wait(0.05)  # the sampling period, not a synchronisation: the loop ends with the run
 
 
-def test_3_a_real_run_keeps_secrets_out_of_argv_lock_owner_events_and_the_lock_refusal(box, inventory, plan):
+def tracer_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("TracerPid:"):
+            return int(line.split()[1])
+    return 0
+
+
+@contextlib.contextmanager
+def traced_execs(out: Path):
+    """strace -f on the lab's sshd: every execve of its descendants with its whole argv, which is
+    each command gpunode runs on the host and, through pct and lxc-attach, in the container; a
+    command too short-lived for any `ps` sample is recorded too."""
+    listener = int(paths.SSHD_PID.read_text().split()[0])
+    # timeout: a test killed hard never leaves strace attached to the lab's sshd.
+    tracer = subprocess.Popen(["timeout", "1800", "strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none",
+                               "-s", "1000000", "-o", str(out), "-p", str(listener)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        poll("strace to attach to the lab's sshd", lambda: tracer_of(listener) or tracer.poll() is not None, 30)
+        assert tracer.poll() is None and tracer.stderr is not None, f"strace ended: {tracer.stderr.read()}"
+        yield
+    finally:
+        tracer.terminate()  # passed on by timeout; strace detaches from every tracee
+        tracer.wait(60)
+
+
+def test_3_a_real_run_keeps_secrets_out_of_argv_lock_owner_events_and_the_lock_refusal(box, inventory, plan,
+                                                                                      tmp_path):
     found = Samples()
     alive = threading.Event()
     alive.set()
@@ -197,12 +235,14 @@ def test_3_a_real_run_keeps_secrets_out_of_argv_lock_owner_events_and_the_lock_r
         if event.get("type") == "step" and not refused:
             refused.append(inv("provision", *target(inventory), *SET, timeout=120))
 
-    sampler.start()
-    try:
-        run: CliRun = provision(inventory, VMID, *SET, on_event=on_event)
-    finally:
-        alive.clear()
-        sampler.join(30)
+    trace = tmp_path / "execve.strace"
+    with traced_execs(trace):
+        sampler.start()
+        try:
+            run: CliRun = provision(inventory, VMID, *SET, on_event=on_event)
+        finally:
+            alive.clear()
+            sampler.join(30)
     assert run.rc == 0 and run.recap["succeeded"], run.explain()
     for path in secret_files(plan):
         assert run.status(f"file:{path}") == "changed", run.explain()
@@ -215,6 +255,10 @@ def test_3_a_real_run_keeps_secrets_out_of_argv_lock_owner_events_and_the_lock_r
     assert "inv provision" in said and "Traceback" not in said, said[-3000:]
     assert not leaks(said), said
 
+    execs = [line for line in trace.read_text(errors="replace").splitlines() if " execve(" in line]
+    assert any("gpunode-lock" in e for e in execs) and any("lxc-attach" in e for e in execs), execs[:20]
+    assert not [e for e in execs if leaks(e)], [e[:400] for e in execs if leaks(e)]
+
     assert found.errors == [], found.errors[:3]
     shells = [c for c in found.host if "gpunode-lock" in c]
     assert shells, f"no lock shell sampled in {found.rounds} rounds"
@@ -226,7 +270,8 @@ def test_3_a_real_run_keeps_secrets_out_of_argv_lock_owner_events_and_the_lock_r
     assert {mode for mode, _ in found.owners} == {0o600}
     assert all('"task":"inv provision"' in text for _, text in found.owners), found.owners[:2]
     assert not [text for _, text in found.owners if leaks(text)]
-    print(f"\n{found.rounds} sampling rounds over {run.seconds:.0f} s: {len(found.host)} host and "
+    print(f"\n{len(execs)} commands traced through sshd; "
+          f"{found.rounds} sampling rounds over {run.seconds:.0f} s: {len(found.host)} host and "
           f"{len(found.container)} container command lines, lock.owner read {len(found.owners)} times")
 
 
@@ -284,3 +329,21 @@ def test_5_servers_and_router_want_the_key_and_the_router_passes_it_on(box, plan
     status, reply = call(box, router, API_KEY, prompt)
     assert status == 200, reply[:1000]  # the router sent the key on to the servers, which want it
     assert json.loads(reply)["choices"][0]["text"], reply
+
+
+def test_6_a_rotated_key_shows_in_no_human_report_and_replaces_the_old_one(box, inventory, plan):
+    proc = inv("provision", *target(inventory), "--diff", *SET, "--set", f"server_api_key={NEW_KEY}", timeout=900)
+    out = proc.stdout + proc.stderr
+    assert not leaks(out), [line for line in out.splitlines() if leaks(line)]
+    assert proc.returncode == 0, out[-4000:]
+    for path in secret_files(plan):
+        assert path in out, f"{path} not reported as changed:\n{out[-4000:]}"
+    assert "(secret changed" in out and "Traceback" not in out, out[-4000:]
+    holders = box.sh('k=$1; shift; grep -lF -e "$k" "$@"; true', CORES["server_api_key (rotated, --set)"],
+                     *secret_files(plan)).out.split()
+    assert sorted(holders) == sorted(secret_files(plan))
+    prompt = {"model": TINY_MODEL, "prompt": "Paris is", "max_tokens": 2, "temperature": 0}
+    for port in [s["port"] for s in plan["servers"]] + [plan["router"]["port"]]:
+        assert call(box, port, API_KEY, prompt)[0] == 401, f"port {port} still takes the old key"
+        status, reply = call(box, port, NEW_KEY, prompt)
+        assert status == 200, f"port {port}: {status} {reply[:500]}"
