@@ -155,3 +155,38 @@ def test_a_host_driver_upgrade_is_refused_by_provision_and_repaired_by_onboard(a
     said = after.stdout + after.stderr
     assert "driver mismatch" not in said
     assert after.returncode == 0, said[-3000:]
+
+
+CLASSIC = 277  # a second CT of this file, on the stand-in host made to look like Proxmox VE 8.0
+
+
+def test_classic_passthrough_on_an_older_proxmox(api, inv):
+    conf = paths.PVE_LXC / f"{CLASSIC}.conf"
+    containers.remove(pve_api.lab_container(str(CLASSIC), pve_api.read_conf(str(CLASSIC))[0] if conf.exists() else {}))
+    # The lab keeps PVE's configs under its own folder; a real node has /etc/pve/lxc.
+    extra = f"      pve_conf_dir: {paths.PVE_LXC}\n"
+    inv.write_text(inv.read_text().replace("      host_root:", extra + "      host_root:"))
+    gpuhost.set_pve("8.0.3")
+    try:
+        argv = [*GPUNODE, "onboard", "--host", "lab", "-i", str(inv), "--ct", str(CLASSIC), "--gpus", "1",
+                "--memory", "2048"]
+        first = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 0, first.stderr + first.stdout
+        assert "host: passthrough by classic lxc.cgroup2 + lxc.mount.entry lines (Proxmox VE < 8.2)" in first.stdout
+        text = conf.read_text()
+        assert "lxc.cgroup2.devices.allow: c 195:* rwm\n" in text
+        assert f"lxc.cgroup2.devices.allow: c {gpuhost.UVM_MAJOR}:* rwm\n" in text  # read from /proc/devices
+        assert f"lxc.mount.entry: {gpuhost.ROOT}/dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n" in text
+        assert "dev0:" not in text
+        view = gpufacts.parse_query(subprocess.run(
+            [str(paths.PCT), "exec", str(CLASSIC), "--", "nvidia-smi", *gpufacts.QUERY_ARGS],
+            capture_output=True, text=True, timeout=60).stdout)
+        assert [g.index for g in view.gpus] == [1] and view.driver == gpuhost.driver()
+
+        again = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr + again.stdout
+        assert f"lab/{CLASSIC}: unchanged, running" in again.stdout and conf.read_text() == text
+    finally:
+        gpuhost.set_pve(gpuhost.PVE_VERSION)
+        containers.remove(pve_api.lab_container(str(CLASSIC), pve_api.read_conf(str(CLASSIC))[0]
+                                                if conf.exists() else {}))

@@ -75,3 +75,20 @@ def test_stand_in_run_needs_no_kernel_module_and_knows_its_options(tmp_path):
     version = subprocess.run(["sh", str(f), "--version"], capture_output=True, text=True)
     assert "600.10.01" in version.stdout
     assert 'INSTALLED_VERSION = "600.10.01"' in f.read_text()
+
+
+def test_api_stand_in_keeps_raw_lxc_lines_and_binds_stand_in_nodes(tmp_path, monkeypatch):
+    from gpunode.lab import paths, pve_api
+
+    monkeypatch.setattr(paths, "PVE_LXC", tmp_path)
+    text = (f"arch: amd64\nhostname: gpu\nmemory: 2048\nlxc.cgroup2.devices.allow: c 195:* rwm\n"
+            f"lxc.cgroup2.devices.allow: c 509:* rwm\n"
+            f"lxc.mount.entry: {gpuhost.ROOT}/dev/nvidia1 dev/nvidia1 none bind,optional,create=file\n")
+    (tmp_path / "277.conf").write_text(text)
+    conf, _ = pve_api.read_conf("277")
+    assert pve_api.render_conf(conf) == text  # both allow lines, in order, after the other keys
+    ct = pve_api.lab_container("277", conf)
+    assert [(str(m.host), m.target, m.kind) for m in ct.mounts][:2] == [
+        (f"{gpuhost.ROOT}/dev/nvidia1", "/dev/nvidia1", "file"), (f"{gpuhost.ROOT}/proc/driver", "/proc/driver", "dir")]
+    plain = {"hostname": "cpu", "memory": "1024", "dev0": "/dev/null"}
+    assert pve_api.lab_container("278", plain).mounts == ()  # other devN stay records only

@@ -80,3 +80,22 @@ def test_api_timeout_is_a_clear_error():
         with pytest.raises(PveError) as err:
             client(s.getsockname()[1], False, timeout=1.0).node_names()
     assert "no answer within 1 s" in err.value.message and "pve_api.timeout" in err.value.hint
+
+
+def test_failed_task_shows_its_log_tail(server):
+    from gpunode.pve import tasks
+
+    srv, d = server
+
+    def work(log):
+        log("starting CT 999")
+        log("safe_mount: 1425 No such file or directory - Failed to mount \"/dev/nvidia-modeset\"")
+        raise pve_api.Die("startup for container '999' failed")
+
+    upid = srv.api.tasks.start("vzstart", "999", TOKEN, work)
+    with pytest.raises(PveError) as err:
+        tasks.wait(client(srv.port, d / "pve-ssl.pem"), upid, what="start CT 999", timeout=30)
+    assert err.value.message == "task start CT 999 failed on node lab: startup for container '999' failed"
+    assert err.value.evidence.splitlines()[-2:] == [
+        "safe_mount: 1425 No such file or directory - Failed to mount \"/dev/nvidia-modeset\"",
+        "TASK ERROR: startup for container '999' failed"]

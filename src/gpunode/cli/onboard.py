@@ -110,7 +110,8 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
 
         def write_classic() -> None:
             if gpu and gpu.classic:
-                merged = gpuhost.apply_classic(session.host_transport(h), vmid, gpu.classic, gpu.facts)
+                conf_dir = str(host_vars.get("pve_conf_dir") or gpuhost.PVE_CONF_DIR)  # the lab's differs
+                merged = gpuhost.apply_classic(session.host_transport(h), vmid, gpu.classic, gpu.facts, conf_dir)
                 if merged.changed:
                     classic_notes.append(f"wrote {len(merged.added)} classic passthrough line(s) into CT {vmid}'s "
                                          f"config, removed {len(merged.removed)} stale one(s)"

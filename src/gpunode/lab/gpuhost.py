@@ -116,6 +116,13 @@ def set_driver(version: str) -> None:
     write_text(DOWNLOADS / f"NVIDIA-Linux-x86_64-{version}.run", installer_text(version), 0o755)
 
 
+def set_pve(version: str) -> None:
+    """The Proxmox VE version pveversion reports (before 8.2 onboard uses the classic lines)."""
+    write_text(ROOT / "usr" / "bin" / "pveversion",
+               "#!/bin/sh\n# STAND-IN for Proxmox VE's pveversion (gpunode lab)\n"
+               f'echo "pve-manager/{version}/gpunode-lab (running kernel: $(uname -r))"\n', 0o755)
+
+
 def driver() -> str | None:
     from gpunode.facts.gpu import parse_proc_version
 
@@ -138,9 +145,7 @@ def ensure(gpus: int = 8, version: str | None = None) -> Path:
     write_text(ROOT / "proc" / "devices",
                f"Character devices:\n  1 mem\n{MAIN_MAJOR} nvidia\n{MAIN_MAJOR} nvidiactl\n{UVM_MAJOR} nvidia-uvm\n"
                "\nBlock devices:\n  7 loop\n")
-    write_text(ROOT / "usr" / "bin" / "pveversion",
-               "#!/bin/sh\n# STAND-IN for Proxmox VE's pveversion (gpunode lab)\n"
-               f'echo "pve-manager/{PVE_VERSION}/gpunode-lab (running kernel: $(uname -r))"\n', 0o755)
+    set_pve(PVE_VERSION)
     write_text(ROOT / "usr" / "bin" / "nvidia-uninstall", "#!/bin/sh\necho 'nvidia-uninstall stand-in'\n", 0o755)
     write_text(ROOT / "var" / "log" / "nvidia-installer.log", "nvidia-installer log file (gpunode lab stand-in)\n")
     set_driver(version or driver() or DEFAULT_VERSION)

@@ -38,6 +38,9 @@ PVE's pending section). devN entries naming the lab's stand-in GPU host nodes
 (gpunode.lab.gpuhost, /var/lib/gpunode-lab/gpuhost/dev/...) become bind mounts at /dev/<name>
 in the CT (PVE makes a node of the same major:minor there), together with the stand-in
 module's /proc/driver and the nvidia-smi recording; other devN are validated and recorded.
+Raw lxc.* lines (classic passthrough, written by onboard over SSH) are kept in order after
+the other keys as PVE does and returned as its `lxc: [[key, value], ...]`; their mount
+entries of the stand-in host's nodes become the same binds, their cgroup lines are recorded.
 The exact 401 reason text is not taken from PVE's source.
 """
 
@@ -94,17 +97,24 @@ def read_conf(vmid: str) -> tuple[dict[str, str], str]:
     except FileNotFoundError:
         raise Die(f"Configuration file 'nodes/{paths.NODE}/lxc/{vmid}.conf' does not exist") from None
     conf: dict[str, str] = {}
+    raw_lxc: list[str] = []
     for line in raw.splitlines():
         if line.startswith("["):
             break
         key, sep, value = line.partition(":")
-        if sep and key.strip() and not line.startswith("#"):
+        if sep and key.strip().startswith("lxc."):
+            raw_lxc.append(f"{key.strip()}: {value.strip()}")  # kept in order, as PVE's {lxc} list
+        elif sep and key.strip() and not line.startswith("#"):
             conf[key.strip()] = value.strip()
+    if raw_lxc:
+        conf["lxc"] = "\n".join(raw_lxc)
     return conf, hashlib.sha1(raw.encode()).hexdigest()
 
 
 def render_conf(conf: dict[str, str]) -> str:
-    return "".join(f"{k}: {conf[k]}\n" for k in sorted(conf))
+    # PVE writes raw lxc.* lines after the other keys (PVE::LXC::Config::write_pct_config).
+    text = "".join(f"{k}: {conf[k]}\n" for k in sorted(conf) if k != "lxc")
+    return text + "".join(f"{line}\n" for line in conf.get("lxc", "").splitlines())
 
 
 def lab_container(vmid: str, conf: dict[str, str]) -> containers.Container:
@@ -116,6 +126,9 @@ def lab_container(vmid: str, conf: dict[str, str]) -> containers.Container:
             if target:
                 mounts.append(containers.Mount(Path(parts[0]), target))
     devs = [conf[k].split(",")[0].removeprefix("path=") for k in sorted(conf) if re.fullmatch(r"dev\d+", k)]
+    # Classic passthrough: lxc.mount.entry lines binding the stand-in host's nodes.
+    devs += [line.split()[1] for line in conf.get("lxc", "").splitlines()
+             if line.startswith("lxc.mount.entry:") and len(line.split()) > 2]
     mounts += [containers.Mount(host, target, kind) for host, target, kind in gpuhost.ct_mounts(devs)]
     return containers.Container(int(vmid), "onboard", conf.get("hostname", f"CT{vmid}"),
                                 int(conf.get("memory", "512")), False, int(conf.get("cores", "1")), 0,
@@ -232,13 +245,16 @@ class Api:
             vmid, sub = rest[1], "/".join(rest[2:])
             if (method, sub) == ("GET", "config"):
                 conf, digest = read_conf(vmid)
-                out: dict[str, Any] = {k: int(v) if k in INT_KEYS else v for k, v in conf.items()}
+                out: dict[str, Any] = {k: int(v) if k in INT_KEYS else v for k, v in conf.items() if k != "lxc"}
+                if "lxc" in conf:
+                    out["lxc"] = [line.split(": ", 1) for line in conf["lxc"].splitlines()]
                 return {**out, "digest": digest}
             if (method, sub) == ("PUT", "config"):
                 return self.update(vmid, param)
             if (method, sub) == ("GET", "pending"):
                 conf, _ = read_conf(vmid)
-                return [{"key": k, "value": int(v) if k in INT_KEYS else v} for k, v in sorted(conf.items())]
+                return [{"key": k, "value": int(v) if k in INT_KEYS else v} for k, v in sorted(conf.items())
+                        if k != "lxc"]
             if (method, sub) == ("GET", "status/current"):
                 return self.status(vmid)
             if (method, sub) == ("POST", "status/start"):
@@ -335,7 +351,10 @@ class Api:
         for k in sorted(conf):
             if re.fullmatch(r"dev\d+", k):
                 check_device(conf[k].split(",")[0].removeprefix("path="))
-        containers.start(lab_container(vmid, conf), progress=log)
+        # Raw lxc.* lines come from an edit of the file (classic passthrough): LXC's config
+        # follows them at start, as PVE renders the whole LXC config from the file at every start.
+        ct = write_ct(vmid, conf) if "lxc" in conf else lab_container(vmid, conf)
+        containers.start(ct, progress=log)
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -56,9 +56,10 @@ def lines(facts: HostFacts, paths: list[str], host: str = "") -> list[str]:
         if path.startswith("/dev/nvidia-caps/"):
             caps = True
             continue
-        out.append(f"lxc.mount.entry: {path} {path.lstrip('/')} none bind,optional,create=file")
+        out.append(f"lxc.mount.entry: {facts.host_path(path)} {path.lstrip('/')} none bind,optional,create=file")
     if caps:
-        out.append("lxc.mount.entry: /dev/nvidia-caps dev/nvidia-caps none bind,optional,create=dir")
+        out.append(f"lxc.mount.entry: {facts.host_path('/dev/nvidia-caps')} dev/nvidia-caps none "
+                   "bind,optional,create=dir")
     return out
 
 
@@ -79,7 +80,7 @@ def _is_ours(line: str, facts: HostFacts) -> bool:
     key, _, value = line.partition(":")
     key, value = key.strip(), value.strip()
     if key == "lxc.mount.entry":
-        return value.startswith("/dev/nvidia")
+        return value.startswith(facts.host_path("/dev/nvidia"))
     if key in ("lxc.cgroup2.devices.allow", "lxc.cgroup.devices.allow"):
         parts = value.split()
         if len(parts) == 3 and parts[0] == "c" and parts[1].endswith(":*"):
