@@ -157,7 +157,8 @@ class Bench:
         except (ValueError, IndexError):
             return seconds, 0, False, f"no recap: {proc.stderr[-800:]}"
         ok = proc.returncode == 0 and not recap["failed"] and not recap["error"]
-        note = f"{recap['round_trips']} engine round trips"
+        # The rest of the time is the process: interpreter start, imports, building the plan.
+        note = f"{recap['round_trips']} engine round trips, {recap['run_s']:.2f} s in run_target"
         if not ok:
             note += f"; {recap['error'] or proc.stderr[-800:]}"
         return seconds, recap["changed"], ok, note
@@ -231,7 +232,7 @@ def gpunode_run(args: argparse.Namespace) -> None:
     finally:
         ssh.close()
     print(json.dumps({"changed": recap.changed, "failed": recap.failed, "error": recap.error,
-                      "round_trips": recap.round_trips}))
+                      "round_trips": recap.round_trips, "run_s": recap.duration}))
 
 
 def main() -> None:
