@@ -299,7 +299,7 @@ def test_7_a_cut_during_weight_staging_resumes_and_leaves_no_half_file(box, inve
 def test_8_bench_measures_each_server_and_the_router_and_turns_the_rate_into_a_job_eta(box, inventory, plan,
                                                                                       tmp_path):
     out = tmp_path / "bench.json"
-    proc = subprocess.run([str(INV), "bench", "-i", str(inventory), "--host", "lab", "--ct", str(VMID),
+    proc = subprocess.run([str(INV), "bench", "--inventory", str(inventory), "--host", "lab", "--ct", str(VMID),
                            "--concurrency", "1,2", "--input-len", "16", "--output-len", "8", "--requests", "4",
                            "--job-samples", "1000", "--job-output-tokens", "100", "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
