@@ -2,25 +2,30 @@
 
     prepare():  one probe round trip for facts, the pure resolver, role steps
     provision(): --only dependency check, then the engine on every target
+    provision_live(): both in the engine's round trip: lock, facts and step probes
+                 together (engine/recorded.py), then the plan and the roles locally
 
 Nothing here prints: progress and events go to callbacks the CLI provides.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpunode import roles
-from gpunode.engine import RolePlan, TargetRecap, run_target, run_targets
+from gpunode.engine import RolePlan, TargetRecap, recorded, run_target, run_targets
 from gpunode.engine.events import Emit
 from gpunode.engine.lock import Owner
+from gpunode.engine.runner import Begun, begin, finish, new_run_id
 from gpunode.errors import FactError, StepError
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
-from gpunode.facts.probe import gather
+from gpunode.facts.probe import collect, gather, inline
 from gpunode.facts.types import Facts
 from gpunode.inventory import Target
 from gpunode.transport.base import Transport
@@ -68,16 +73,94 @@ def check_driver(raw: snapshot.RawFacts, facts: Facts, target: Target) -> None:
     raise FactError(text, target=target.name, evidence=found.evidence, hint=hint)
 
 
-def prepare(target: Target, transport: Transport, *, only: str | None = None,
-            progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
-            resolve: Callable[..., Any] | None = None, output: Callable[[str], None] | None = None) -> Job:
-    """progress: the target's Feed (cli/progress.py); output: each line long steps print (-v)."""
-    from gpunode.resolve import resolve as default_resolve
+def target_vars(target: Target) -> dict[str, Any]:
     from gpunode.roles.weights.role import staged_path_for
 
     v = dict(target.vars)  # role defaults are its lowest layer (Inventory.target(defaults=...))
     if v.get("model_source") and "model_path" not in v:
         v["model_path"] = staged_path_for(v)  # the servers load the staged copy
+    return v
+
+
+class Planner:
+    """The facts probe for the lock shell's round trip, and the roles made from its output: the
+    engine's Prelude for one target (all roles, no --only)."""
+
+    def __init__(self, target: Target, progress: Callable[..., None] | None = None,
+                 resolve: Callable[..., Any] | None = None, output: Callable[[str], None] | None = None):
+        self.target = target
+        self.vars = target_vars(target)
+        self.progress = progress
+        self.output = output
+        self.resolve = resolve
+        self.names, _ = roles.select(None)
+        self.facts: Facts | None = None
+        self.plan: Any = None
+        self.prelude = recorded.Prelude(recorded.key_for(self.names), self.script, self.build)
+
+    def script(self, nonce: str) -> str:
+        return inline(nonce, self.vars.get("model_source"), self.vars.get("venv"))
+
+    def build(self, output: str, nonce: str) -> list[RolePlan]:
+        from gpunode.resolve import resolve as default_resolve
+
+        raw = collect(self.target.name, output, nonce, self.vars.get("model_source"), self.vars.get("venv"), None)
+        self.facts = parse(raw)
+        check_model(self.facts, self.target.name)
+        check_driver(raw, self.facts, self.target)
+        self.plan = (self.resolve or default_resolve)(self.facts, self.vars)
+        ctx = roles.RoleContext(target=self.target.name, vars=self.vars, facts=self.facts, plan=self.plan,
+                                progress=self.progress, output=self.output, origins=dict(self.target.origins))
+        return roles.build(self.names, ctx)
+
+
+def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = False, diff: bool = False,
+                   emit: Emit, forks: int = 4, owner: Owner | None = None,
+                   on_plan: Callable[[Planner], None] | None = None) -> list[TargetRecap]:
+    """Every target: lock + facts + probes in one round trip and its plan (in parallel); then,
+    only when every target's facts and plan were accepted, report or apply (in parallel).
+
+    A refusal on any target (bad facts, no plan, unreachable) is raised before any target
+    changes, as prepare() does, and every lock taken is released."""
+    owner = owner or Owner.current(new_run_id())
+    guard = threading.Lock()
+
+    def safe_emit(item: Any) -> None:
+        with guard:
+            emit(item)
+
+    def open_one(pair: tuple[Planner, Transport]) -> Begun:
+        planner, transport = pair
+        return begin(transport, planner.prelude, check=check, diff=diff, emit=safe_emit, owner=owner)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs)))) as pool:
+        futures = [pool.submit(open_one, pair) for pair in pairs]
+        begun: list[Begun] = []
+        failure: BaseException | None = None
+        for f in futures:
+            try:
+                begun.append(f.result())
+            except BaseException as exc:  # noqa: BLE001 - raised below, once every lock is released
+                failure = failure or exc
+        if failure is not None:
+            for b in begun:
+                if b.held is not None:
+                    b.held.release()
+            raise failure
+        if on_plan is not None:
+            for planner, _ in pairs:
+                if planner.plan is not None:
+                    on_plan(planner)
+        return list(pool.map(finish, begun))
+
+
+def prepare(target: Target, transport: Transport, *, only: str | None = None,
+            progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
+            resolve: Callable[..., Any] | None = None, output: Callable[[str], None] | None = None) -> Job:
+    """progress: the target's Feed (cli/progress.py); output: each line long steps print (-v)."""
+    from gpunode.resolve import resolve as default_resolve
+
+    v = target_vars(target)
     if facts_dir is not None:
         raw = snapshot.load(facts_dir)
     else:

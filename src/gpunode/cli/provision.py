@@ -52,23 +52,37 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     live = None if json else LiveLines(console)
     sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(console, redact=redact,
                                                                                         live=live)
-    with Session() as session:
-        jobs = []
-        for target in targets:
-            jobs.append(pipeline.prepare(target, session.transport(target), only=only,
-                                         progress=Feed(target.name, sink),
-                                         facts_dir=Path(facts) if facts else None,
-                                         output=_streamer(console, target.name, redact) if verbose else None))
-            if json:
-                sink.plan(target.name, jobs[-1].plan.to_dict())
-            elif check:
-                from gpunode.resolve.explain import render
 
-                console.print(f"[bold]{target.name}[/bold]: plan")
-                console.print(redact(render(jobs[-1].plan)), markup=False, highlight=False, soft_wrap=True)
+    def show_plan(name: str, plan) -> None:
+        if json:
+            sink.plan(name, plan.to_dict())
+        elif check:
+            from gpunode.resolve.explain import render
+
+            console.print(f"[bold]{name}[/bold]: plan")
+            console.print(redact(render(plan)), markup=False, highlight=False, soft_wrap=True)
+
+    with Session() as session:
         try:
-            recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks,
-                                        owner=Owner.current(run_id))
+            if only or facts:
+                # --only checks its dependencies first and --facts reads a snapshot: facts before the engine.
+                jobs = []
+                for target in targets:
+                    jobs.append(pipeline.prepare(target, session.transport(target), only=only,
+                                                 progress=Feed(target.name, sink),
+                                                 facts_dir=Path(facts) if facts else None,
+                                                 output=_streamer(console, target.name, redact) if verbose else None))
+                    show_plan(target.name, jobs[-1].plan)
+                recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks,
+                                            owner=Owner.current(run_id))
+            else:
+                # Lock, facts and every step's probe in one round trip per target.
+                pairs = [(pipeline.Planner(t, progress=Feed(t.name, sink),
+                                           output=_streamer(console, t.name, redact) if verbose else None),
+                          session.transport(t)) for t in targets]
+                recaps = pipeline.provision_live(pairs, check=check, diff=diff or check, emit=sink, forks=forks,
+                                                 owner=Owner.current(run_id),
+                                                 on_plan=lambda p: show_plan(p.target.name, p.plan))
         finally:
             if live is not None:
                 live.stop()

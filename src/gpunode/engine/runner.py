@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gpunode.engine import journal, lock, probe
+from gpunode.engine import journal, lock, probe, recorded
 from gpunode.engine.events import CHANGED, FAILED, OK, SKIPPED, Emit, Event, Start, TargetRecap, discard
 from gpunode.engine.handlers import ordered, resolve
 from gpunode.engine.journal import Entry, Pending
@@ -331,6 +331,77 @@ def run_target(
         recap.duration = time.monotonic() - started
         recap.round_trips = metered.commands
         emit(recap)
+    return recap
+
+
+@dataclass
+class Begun:
+    """A target after its first round trip (lock, facts, probes) and planning, not yet applied."""
+
+    run: _Run
+    metered: Metered
+    held: lock.TargetLock | None
+    plans: list[list[Outcome | BaseException]]
+    started: float
+    error: BaseException | None = None
+
+
+def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, diff: bool = False,
+          emit: Emit = discard, state_dir: str = DEFAULT_STATE_DIR, owner: lock.Owner | None = None,
+          lock_wait: float = 0.0) -> Begun:
+    """Lock, facts and every step's probe in one round trip (two when the steps' batch is not the
+    one recorded on the target); the roles come from `prelude.build` on the facts. Emits nothing.
+
+    A target that another run holds comes back with `error` set (finish() reports it, as
+    run_target does); a refusal of the facts or the plan, or a target that cannot be reached,
+    is raised, with the lock released: the caller stops before any target changes."""
+    started = time.monotonic()
+    metered = Metered(target)
+    run = _Run(metered, [], check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()),
+               TargetRecap(target.name, check=check))
+    held: lock.TargetLock | None = None
+    try:
+        nonce = probe.new_nonce()
+        held = _acquire(metered, state_dir, run.owner, check, lock_wait, recorded.first_trip(prelude, nonce))
+        run.roles = list(prelude.build(held.probed, nonce))
+        argvs, broken = run.argvs()
+        results = recorded.results(metered, held.probed, nonce, argvs, key=prelude.key, state_dir=state_dir,
+                                   run_id=run.owner.run_id, record=not check)
+        return Begun(run, metered, held, run.plan(results, broken), started)
+    except LockError as exc:
+        if held is not None:
+            held.release()
+        return Begun(run, metered, None, [], started, exc)
+    except BaseException:
+        if held is not None:
+            held.release()
+        raise
+
+
+def finish(begun: Begun) -> TargetRecap:
+    """Report (check) or apply what begin() planned; the recap, as run_target returns it."""
+    run, held = begun.run, begun.held
+    recap = run.recap
+    run.emit(Start(recap.target, tuple(r.name for r in run.roles), sum(len(r.steps) for r in run.roles), run.check))
+    try:
+        if begun.error is not None:
+            raise begun.error
+        if held is not None and (run.check or not (run.pending or _changes(begun.plans))):
+            held.release()  # nothing will be applied: the lock goes in the round trip that took it
+        if run.check:
+            run.report_plan(begun.plans)
+        else:
+            run.apply(begun.plans)
+    except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
+        recap.error = _message(exc)
+        recap.exc = exc
+        recap.skipped += sum(len(r.steps) for r in run.roles) - run.steps_reported
+    finally:
+        if held is not None:
+            held.release()
+        recap.duration = time.monotonic() - begun.started
+        recap.round_trips = begun.metered.commands
+        run.emit(recap)
     return recap
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpunode import shell
 from gpunode.errors import FactError, tail
 from gpunode.facts.snapshot import RawFacts, Section
 from gpunode.transport.base import Transport
@@ -101,22 +102,36 @@ def gather(transport: Transport, model_path: str | None = None, venv: str | None
     text = script([*_snippets(), *extra]) if extra else script()
     result = transport.script(text, nonce, model_path or "", venv or "", venv_root(venv),
                               timeout=timeout)
-    sections = split(result.stdout, nonce)
+    return collect(transport.name, result.stdout, nonce, model_path, venv, time.monotonic() - started,
+                   exit_code=result.exit_code, stderr=result.stderr)
+
+
+def inline(nonce: str, model_path: str | None = None, venv: str | None = None) -> str:
+    """The probe as one subshell with its arguments set: shell text that another script (the
+    engine's lock shell) runs, so that facts cost no round trip of their own."""
+    args = shell.join([nonce, model_path or "", venv or "", venv_root(venv)])
+    return f"( set -- {args}\n{script()}) </dev/null 2>&1\n"
+
+
+def collect(target: str, stdout: str, nonce: str, model_path: str | None, venv: str | None,
+            seconds: float | None, *, exit_code: int | None = None, stderr: str = "") -> RawFacts:
+    """The raw sections of the probe's output (which may hold other output around them)."""
+    sections = split(stdout, nonce)
     if not sections:
         raise FactError(
-            f"the facts probe printed no sections (exit code {result.exit_code})",
-            target=transport.name,
-            evidence=tail(result.stderr or result.stdout),
+            "the facts probe printed no sections" + (f" (exit code {exit_code})" if exit_code is not None else ""),
+            target=target,
+            evidence=tail(stderr or stdout),
             hint="check that /bin/sh works on the target; run the probe by hand with "
             "`python -m gpunode.facts.probe > probe.sh` and `sh probe.sh x`",
         )
     return RawFacts(
-        target=transport.name,
+        target=target,
         sections=sections,
         model_path=model_path,
         venv=venv,
         gathered_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        duration_s=round(time.monotonic() - started, 3),
+        duration_s=round(seconds, 3) if seconds is not None else None,
     )
 
 

@@ -1,0 +1,93 @@
+"""Facts, lock and step probes in ONE round trip, although the steps depend on the facts.
+
+The steps' probes come from the plan, and the plan from the facts, so they cannot be
+known before the facts arrive. The last applying run therefore records its batched probe
+on the target (<state_dir>/probe-<key>.sh, one per set of roles; the batch carries no
+nonce of its own, it reads $GN), and the lock shell runs, after taking the lock:
+
+    the facts probe, then the recorded batch (when there is one), with this run's nonce
+
+Back here the facts are parsed, the plan resolved and the steps built; when their batch is
+the recorded one (same digest), its output is this run's probe. Otherwise (first run, new
+plan, changed inventory) a second round trip runs the new batch and, for an applying run,
+records it, still under the lock. Facts themselves are always probed fresh: they can change
+without gpunode knowing (a driver update, a model copied in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gpunode import shell
+from gpunode.engine import lock, probe
+from gpunode.engine.role import RolePlan
+from gpunode.transport.base import Transport
+
+_NONCE_VAR = '"$GN"'
+
+
+@dataclass
+class Prelude:
+    """What runs before the steps are known: `script(nonce)` is shell text for the lock shell
+    (the facts probe); `build(output, nonce)` turns its output into the roles to run (raising
+    GpunodeError for a target or input that must be refused). `key` names the recorded batch."""
+
+    key: str
+    script: Callable[[str], str]
+    build: Callable[[str, str], Sequence[RolePlan]]
+
+
+def key_for(role_names: Sequence[str]) -> str:
+    return hashlib.sha256(",".join(role_names).encode()).hexdigest()[:16]
+
+
+def batch(argvs: Sequence[Sequence[str]]) -> tuple[str, str]:
+    """The nonce-free batch and its digest (what is recorded and compared)."""
+    body = probe.build(argvs, _NONCE_VAR)
+    return body, hashlib.sha256(body.encode()).hexdigest()
+
+
+def path(state_dir: str, key: str) -> str:
+    return f"{state_dir}/probe-{key}.sh"
+
+
+def first_trip(prelude: Prelude, nonce: str, state_dir_ref: str = "$d") -> str:
+    """Shell text run by the lock shell (which has the state folder in $d): facts, then the
+    recorded batch, announced with its digest."""
+    return (prelude.script(nonce)
+            + f"GN={shell.quote(nonce)}; f=\"{state_dir_ref}/probe-{prelude.key}.sh\"\n"
+            + 'if [ -r "$f" ] && read -r _ _ id < "$f"; then printf \'%s recorded %s\\n\' "$GN" "$id"; '
+            + '. "$f"; fi\n')
+
+
+def recorded_digest(output: str, nonce: str) -> str | None:
+    found = re.search(rf"^{re.escape(nonce)} recorded ([0-9a-f]{{64}})$", output, re.M)
+    return found.group(1) if found else None
+
+
+# Second round trip of an applying run: record the new batch (atomically), then run it.
+_RECORD = lock.guard("$1", "$2") + """
+f="$1/probe-$3.sh"
+cat > "$f.new" && mv -f "$f.new" "$f" || { echo "gpunode: cannot record $f"; exit 1; }
+GN=$4
+. "$f"
+"""
+
+
+def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence[str]], *, key: str,
+            state_dir: str, run_id: str, record: bool) -> list[probe.Probe]:
+    """This run's probe results: from the first trip's output when the recorded batch is this
+    run's, else from a second round trip (which records the batch when `record`)."""
+    body, digest = batch(argvs)
+    if recorded_digest(output, nonce) == digest:
+        return probe.parse_for(target.name, output, len(argvs), nonce)
+    if not record:
+        return probe.run_batch(target, argvs)
+    text = f"# gpunode-probe {digest}\n{body}"
+    result = target.run(shell.sh(_RECORD, state_dir, run_id, key, nonce), stdin=text.encode())
+    if lock.lost(result.exit_code, result.stdout):
+        raise lock.lost_error(target.name, state_dir)
+    return probe.parse_for(target.name, result.stdout, len(argvs), nonce)

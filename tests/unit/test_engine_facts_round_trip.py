@@ -1,0 +1,97 @@
+"""Facts in the lock's round trip: a no-op run whose steps depend on the facts is still ONE
+command; a run whose plan changed probes again (and records the new batch) before it decides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpunode.engine import RolePlan, recorded
+from gpunode.engine.lock import Owner, acquire
+from gpunode.engine.runner import begin, finish
+from gpunode.errors import FactError, LockError
+from gpunode.steps.files import Directory, File
+from tests.unit.engine_helpers import CountingTransport
+
+
+def prelude(root: Path, seen: list[str]) -> recorded.Prelude:
+    """Facts: the text of root/fact, read on the target; the plan writes etc/<fact>.conf."""
+
+    def script(nonce: str) -> str:
+        return f"printf '%s fact %s\\n' {nonce} \"$(cat {root}/fact)\"\n"
+
+    def build(output: str, nonce: str) -> list[RolePlan]:
+        found = [line.split()[2] for line in output.splitlines() if line.startswith(f"{nonce} fact ")]
+        if not found or found[0] == "bad":
+            raise FactError("the fact is bad", target="t", hint="fix it")
+        seen.append(found[0])
+        return [RolePlan("r", [Directory(str(root / "etc")), File(str(root / "etc" / f"{found[0]}.conf"), "x\n")])]
+
+    return recorded.Prelude(recorded.key_for(["r"]), script, build)
+
+
+def run(root: Path, state: str, *, check: bool = False):
+    counted = CountingTransport()
+    seen: list[str] = []
+    recap = finish(begin(counted, prelude(root, seen), state_dir=state, check=check))
+    return recap, counted.commands, seen
+
+
+def _free(state: str) -> bool:
+    try:
+        acquire(CountingTransport(), state, Owner.current("second")).release()
+    except LockError:
+        return False
+    return True
+
+
+def test_a_noop_run_is_one_command_with_facts_lock_and_probes(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "fact").write_text("a")
+    first, _, _ = run(tmp_path, state)
+    assert first.changed == 2 and (tmp_path / "etc" / "a.conf").read_text() == "x\n"
+    recap, commands, seen = run(tmp_path, state)
+    assert (recap.ok, recap.changed, recap.round_trips, len(commands)) == (2, 0, 1, 1)
+    assert seen == ["a"]  # the facts were read again, in that one command
+    assert commands[0][2].startswith("# gpunode-lock")
+    assert _free(state)
+
+
+def test_a_changed_fact_changes_the_plan_and_the_run_probes_that_plan(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "fact").write_text("a")
+    run(tmp_path, state)
+    (tmp_path / "fact").write_text("b")
+    recap, commands, _ = run(tmp_path, state)
+    # lock+facts+old batch, new batch (recorded), the file's write and its journal line
+    assert recap.changed == 1 and (tmp_path / "etc" / "b.conf").read_text() == "x\n"
+    assert recap.round_trips >= 3
+    again, commands, _ = run(tmp_path, state)
+    assert (again.changed, again.round_trips) == (0, 1)
+
+
+def test_a_check_run_without_a_recorded_batch_probes_twice_and_records_nothing(tmp_path: Path):
+    state = tmp_path / "state"
+    (tmp_path / "fact").write_text("a")
+    recap, commands, _ = run(tmp_path, str(state), check=True)
+    assert (recap.changed, recap.round_trips) == (2, 2)
+    assert not (tmp_path / "etc").exists() and not state.exists()
+
+
+def test_a_refused_fact_is_raised_before_anything_changes_and_the_lock_is_free(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "fact").write_text("bad")
+    with pytest.raises(FactError, match="the fact is bad"):
+        begin(CountingTransport(), prelude(tmp_path, []), state_dir=state)
+    assert not (tmp_path / "etc").exists()
+    assert _free(state)
+
+
+def test_a_held_lock_is_reported_in_the_recap_with_its_holder(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "fact").write_text("a")
+    with acquire(CountingTransport(), state, Owner.current("other-run", task="inv provision")):
+        recap, _, seen = run(tmp_path, state)
+    assert "locked by another gpunode run" in recap.error and "other-run" in recap.error
+    assert seen == [] and not (tmp_path / "etc").exists()
