@@ -215,6 +215,10 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
             hint="wait for that run to finish; a run that died releases the lock by itself. If it hangs "
             "on a half-open connection, break the lock (gpunode.engine.lock.break_lock)",
         )
+    if not held.first_line:
+        # Said nothing: most often the target is not there (pct: no such container, or stopped).
+        # A plain command gets the transport's own error for that; one more round trip, on failure only.
+        target.run(["true"])
     raise LockError(
         f"could not take the lock {state_dir}/lock on {target.name}",
         target=target.name,

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Sequence
 
 from gpunode import shell
+from gpunode.engine import passes
 from gpunode.errors import FactError, tail
 from gpunode.steps.base import Probe
 from gpunode.transport.base import Transport
@@ -65,7 +66,24 @@ def parse_for(target: str, output: str, count: int, nonce: str) -> list[Probe]:
 
 
 def run_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Probe]:
-    """Run all probes in one command; one Probe per argv, in order."""
+    """Run all probes in one command (files, directories, links and services in one pass each,
+    engine/passes.py); one Probe per argv, in order."""
+    folded = passes.fold(probes)
+    return fill(target, folded, _plain_batch(target, folded.argvs))
+
+
+def fill(target: Transport, folded: passes.Folded, results: Sequence[Probe]) -> list[Probe]:
+    """The original probes' results from the folded ones; those a pass could not answer exactly
+    run as their own probes, in one more round trip (only when something differs)."""
+    got = folded.unfold(results)
+    missing = [i for i, p in enumerate(got) if p is None]
+    if missing:
+        for i, p in zip(missing, _plain_batch(target, [folded.originals[i] for i in missing]), strict=True):
+            got[i] = p
+    return [p for p in got if p is not None]
+
+
+def _plain_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Probe]:
     if not probes:
         return []
     nonce = new_nonce()

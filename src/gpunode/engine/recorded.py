@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from gpunode import shell
-from gpunode.engine import lock, probe
+from gpunode.engine import lock, passes, probe
 from gpunode.engine.role import RolePlan
 from gpunode.transport.base import Transport
 
@@ -44,9 +44,9 @@ def key_for(role_names: Sequence[str]) -> str:
     return hashlib.sha256(",".join(role_names).encode()).hexdigest()[:16]
 
 
-def batch(argvs: Sequence[Sequence[str]]) -> tuple[str, str]:
+def batch(folded: passes.Folded) -> tuple[str, str]:
     """The nonce-free batch and its digest (what is recorded and compared)."""
-    body = probe.build(argvs, _NONCE_VAR)
+    body = probe.build(folded.argvs, _NONCE_VAR)
     return body, hashlib.sha256(body.encode()).hexdigest()
 
 
@@ -81,13 +81,14 @@ def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence
             state_dir: str, run_id: str, record: bool) -> list[probe.Probe]:
     """This run's probe results: from the first trip's output when the recorded batch is this
     run's, else from a second round trip (which records the batch when `record`)."""
-    body, digest = batch(argvs)
+    folded = passes.fold(argvs)
+    body, digest = batch(folded)
     if recorded_digest(output, nonce) == digest:
-        return probe.parse_for(target.name, output, len(argvs), nonce)
+        return probe.fill(target, folded, probe.parse_for(target.name, output, len(folded.argvs), nonce))
     if not record:
         return probe.run_batch(target, argvs)
     text = f"# gpunode-probe {digest}\n{body}"
     result = target.run(shell.sh(_RECORD, state_dir, run_id, key, nonce), stdin=text.encode())
     if lock.lost(result.exit_code, result.stdout):
         raise lock.lost_error(target.name, state_dir)
-    return probe.parse_for(target.name, result.stdout, len(argvs), nonce)
+    return probe.fill(target, folded, probe.parse_for(target.name, result.stdout, len(folded.argvs), nonce))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from gpunode.engine import journal, lock, probe, recorded
+from gpunode.engine import journal, lock, passes, probe, recorded
 from gpunode.engine.events import CHANGED, FAILED, OK, SKIPPED, Emit, Event, Start, TargetRecap, discard
 from gpunode.engine.handlers import ordered, resolve
 from gpunode.engine.journal import Entry, Pending
@@ -304,11 +304,12 @@ def run_target(
     try:
         argvs, broken = run.argvs()
         nonce = probe.new_nonce()
-        script = probe.build(argvs, nonce)
+        folded = passes.fold(argvs)
+        script = probe.build(folded.argvs, nonce)
         if len(script) <= probe.INLINE_LIMIT:
             # Lock, pending handlers and every step's probe in one round trip.
             held = _acquire(metered, state_dir, run.owner, check, lock_wait, script)
-            results = probe.parse_for(target.name, held.probed, len(argvs), nonce)
+            results = probe.fill(metered, folded, probe.parse_for(target.name, held.probed, len(folded.argvs), nonce))
         else:
             held = _acquire(metered, state_dir, run.owner, check, lock_wait)
             results = probe.run_batch(metered, argvs)

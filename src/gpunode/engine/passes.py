@@ -1,0 +1,152 @@
+"""One pass per kind inside the batched probe: no process start per step.
+
+A step's probe is data (an argv). The probes of files, directories and symlinks
+(steps/files.py) and of services (steps/systemd.py) are recognised by their argv and
+answered together: ONE `stat` and ONE `sha256sum` over every path, ONE `systemctl show`
+over every unit. Each step then gets the output its own probe would have printed, so its
+check stays the same pure function. Where the pass cannot say exactly that (a file whose
+hash differs, whose old content the diff needs; a directory path that is a symlink; an
+answer that does not parse), the step gets None and the runner runs its own probe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gpunode.steps import files, systemd
+from gpunode.steps.base import Probe
+
+# Records of four NUL-terminated fields: name, type, "mode user group size", %N (name -> target).
+# "/" goes first: when it is not in the answer, this stat is not GNU's and every step probes itself.
+_STAT = "QUOTING_STYLE=literal stat --printf '%n\\0%F\\0%a %U %G %s\\0%N\\0' -- / \"$@\" 2>/dev/null; :"
+# Regular files only (a fifo would block the read); -z: "hash  name" records end in NUL and
+# names are not escaped.
+_HASH = """n=$#
+for f; do if [ -f "$f" ] && [ ! -L "$f" ]; then set -- "$@" "$f"; fi; done
+shift "$n"
+[ "$#" -eq 0 ] || sha256sum -z -- "$@" 2>/dev/null; :"""
+_SHOW = ["systemctl", "show", *(f"-p{p}" for p in systemd.PROPERTIES), "--"]
+
+
+def _kind(argv: Sequence[str]) -> str:
+    if len(argv) == 7 and list(argv[:4]) == ["sh", "-c", files._FILE_PROBE, "sh"]:
+        return "file"
+    if len(argv) == 5 and list(argv[:4]) == ["sh", "-c", files._DIR_PROBE, "sh"]:
+        return "dir"
+    if len(argv) == 5 and list(argv[:4]) == ["sh", "-c", files._LINK_PROBE, "sh"]:
+        return "link"
+    if len(argv) == len(_SHOW) + 1 and list(argv[:-1]) == _SHOW:
+        return "unit"
+    return ""
+
+
+@dataclass
+class Folded:
+    """The argvs to run (unrecognised probes as they are, then one per pass) and how to map
+    their results back onto the original probes."""
+
+    argvs: list[list[str]]
+    kinds: list[str]
+    originals: list[list[str]]
+    own: list[int] = field(default_factory=list)  # index into argvs of each unrecognised probe
+    paths: list[str] = field(default_factory=list)
+    hashed: list[str] = field(default_factory=list)
+    units: list[str] = field(default_factory=list)
+
+    def unfold(self, results: Sequence[Probe]) -> list[Probe | None]:
+        out: list[Probe | None] = [None] * len(self.originals)
+        it = iter(results)
+        own = {i: next(it) for i in self.own}
+        stats = _stats(next(it).output) if self.paths else {}
+        kinds = self.kinds
+        if self.paths and stats.get("/", ("",))[0] != "directory":
+            kinds = [k if k in ("", "unit") else "?" for k in kinds]
+        hashes = _hashes(next(it).output) if self.hashed else {}
+        shown = next(it) if self.units else None
+        blocks = _blocks(shown, len(self.units)) if shown is not None else None
+        for i, (kind, argv) in enumerate(zip(kinds, self.originals, strict=True)):
+            if not kind:
+                out[i] = own[i]
+            elif kind == "?":
+                out[i] = None
+            elif kind == "unit":
+                out[i] = Probe(0, blocks[self.units.index(argv[-1])]) if blocks is not None else None
+            else:
+                out[i] = _file_like(kind, argv, stats, hashes)
+        return out
+
+
+def fold(argvs: Sequence[Sequence[str]]) -> Folded:
+    kinds = [_kind(a) for a in argvs]
+    folded = Folded([], kinds, [list(a) for a in argvs])
+    for i, (kind, argv) in enumerate(zip(kinds, argvs, strict=True)):
+        if not kind:
+            folded.own.append(i)
+            folded.argvs.append(list(argv))
+        elif kind == "unit":
+            if argv[-1] not in folded.units:
+                folded.units.append(argv[-1])
+        else:
+            if argv[4] not in folded.paths:
+                folded.paths.append(argv[4])
+            if kind == "file" and argv[4] not in folded.hashed:
+                folded.hashed.append(argv[4])
+    if folded.paths:
+        folded.argvs.append(["sh", "-c", _STAT, "sh", *folded.paths])
+    if folded.hashed:
+        folded.argvs.append(["sh", "-c", _HASH, "sh", *folded.hashed])
+    if folded.units:
+        folded.argvs.append([*_SHOW, *folded.units])
+    # own[] holds original indexes; the runner reads results in argvs order.
+    folded.own = sorted(folded.own)
+    return folded
+
+
+def _stats(output: str) -> dict[str, tuple[str, str, str]]:
+    fields = output.split("\0")
+    out: dict[str, tuple[str, str, str]] = {}
+    for k in range(0, len(fields) - 3, 4):
+        name, kind, meta, shown = fields[k:k + 4]
+        target = shown[len(name) + 4:] if shown.startswith(name + " -> ") else ""
+        out[name] = (kind, meta, target)
+    return out
+
+
+def _hashes(output: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for record in output.split("\0"):
+        digest, sep, name = record.partition(" ")
+        if sep and len(digest) == 64 and name[:1] in (" ", "*"):
+            out[name[1:]] = digest
+    return out
+
+
+def _blocks(shown: Probe, count: int) -> list[str] | None:
+    if not shown.ok:
+        return None
+    blocks = [b for b in shown.output.split("\n\n") if b.strip()]
+    if len(blocks) != count or any("LoadState=" not in b for b in blocks):
+        return None
+    return [b.strip("\n") + "\n" for b in blocks]
+
+
+def _file_like(kind: str, argv: Sequence[str], stats: dict, hashes: dict[str, str]) -> Probe | None:
+    path = argv[4]
+    if path not in stats:
+        return Probe(0, "missing\n")
+    ftype, meta, target = stats[path]
+    if ftype == "symbolic link":
+        if kind == "dir":
+            return None  # [ -d ] follows the link: its own probe says what it points to
+        return Probe(0, f"link {target}\n" if kind == "file" else f"link\n{target}\n")
+    if kind == "dir":
+        if ftype != "directory":
+            return Probe(0, f"other {ftype}\n")
+        return Probe(0, "dir " + meta.rsplit(" ", 1)[0] + "\n")
+    if kind == "link" or ftype != "regular file":
+        return Probe(0, f"other {ftype}\n")
+    digest = hashes.get(path)
+    if digest is None or (digest != argv[5] and argv[6] != "0"):
+        return None  # unreadable, or changed: its own probe sends the old content for the diff
+    return Probe(0, f"file {meta}\n{digest}\n")

@@ -1,0 +1,119 @@
+"""The one-pass probes give each file, directory, symlink and service step exactly what its own
+probe prints, from one stat, one sha256sum and one systemctl show for all of them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from gpunode.engine import passes, probe
+from gpunode.steps.base import NoChange, Probe
+from gpunode.steps.files import Directory, File, Symlink
+from gpunode.steps.systemd import Service
+from gpunode.transport import LocalTransport
+
+
+def _tree(root: Path) -> list:
+    (root / "etc").mkdir()
+    (root / "etc" / "same.conf").write_text("same\n")
+    (root / "etc" / "other.conf").write_text("old content\n")
+    (root / "etc" / "key").write_text("old secret\n")
+    os.chmod(root / "etc" / "key", 0o600)
+    (root / "etc" / "a dir with spaces").mkdir()
+    os.symlink("/usr/bin/true", root / "link")
+    os.symlink(str(root / "etc"), root / "dirlink")
+    os.mkfifo(root / "fifo")
+    return [
+        File(str(root / "etc" / "same.conf"), "same\n"),
+        File(str(root / "etc" / "other.conf"), "new content\n"),
+        File(str(root / "etc" / "key"), "new secret\n", sensitive=True),
+        File(str(root / "missing.conf"), "x"),
+        File(str(root / "link"), "x"),
+        File(str(root / "fifo"), "x"),
+        File(str(root / "etc"), "x"),
+        Directory(str(root / "etc")),
+        Directory(str(root / "etc" / "a dir with spaces")),
+        Directory(str(root / "etc" / "same.conf")),
+        Directory(str(root / "nodir")),
+        Directory(str(root / "dirlink")),
+        Symlink(str(root / "link"), "/usr/bin/true"),
+        Symlink(str(root / "etc" / "same.conf"), "/x"),
+        Symlink(str(root / "nolink"), "/x"),
+    ]
+
+
+def test_each_step_gets_what_its_own_probe_prints_or_none(tmp_path: Path):
+    steps = _tree(tmp_path)
+    argvs = [s.probe() for s in steps]
+    own = probe.run_batch(LocalTransport(), argvs)
+    folded = passes.fold(argvs)
+    assert len(folded.argvs) == 2  # one stat, one sha256sum, for 15 steps
+    got = folded.unfold(probe.run_batch(LocalTransport(), folded.argvs))
+    for step, mine, theirs in zip(steps, got, own, strict=True):
+        if mine is not None:
+            assert mine == theirs, step.id
+    undecided = [s.id for s, mine in zip(steps, got, strict=True) if mine is None]
+    # The changed file needs its old content for the diff; [ -d ] follows the directory's link.
+    assert undecided == [f"file:{tmp_path}/etc/other.conf", f"dir:{tmp_path}/dirlink"]
+    assert isinstance(steps[0].check(got[0]), NoChange)  # the unchanged file needs nothing
+
+
+def test_other_probes_run_as_they_are_and_keep_their_place(tmp_path: Path):
+    argvs = [["echo", "first"], File(str(tmp_path / "f"), "x").probe(), ["echo", "last"]]
+    folded = passes.fold(argvs)
+    got = folded.unfold(probe.run_batch(LocalTransport(), folded.argvs))
+    assert got[0] == Probe(0, "first\n") and got[2] == Probe(0, "last\n")
+    assert got[1] == Probe(0, "missing\n")
+
+
+# Recorded in the lab's container 200 (Debian 12, systemd 252), 2026-12-03:
+#   lxc-attach -P /var/lib/gpunode-lab/lxc -n 200 -- systemctl show -pLoadState -pUnitFileState
+#     -pActiveState -pSubState -pNeedDaemonReload -- ssh.service nosuch.service gpunode-demo.service
+SHOW_THREE = """LoadState=masked
+ActiveState=inactive
+SubState=dead
+UnitFileState=masked
+NeedDaemonReload=no
+
+LoadState=not-found
+ActiveState=inactive
+SubState=dead
+UnitFileState=
+NeedDaemonReload=no
+
+LoadState=loaded
+ActiveState=active
+SubState=running
+UnitFileState=enabled
+NeedDaemonReload=no
+"""
+
+
+def test_one_systemctl_show_answers_every_service_in_order():
+    names = ["ssh.service", "nosuch.service", "gpunode-demo.service"]
+    steps = [Service(n) for n in names] + [Service("ssh.service", enabled=False)]
+    folded = passes.fold([s.probe() for s in steps])
+    assert folded.argvs == [["systemctl", "show", "-pLoadState", "-pUnitFileState", "-pActiveState", "-pSubState",
+                             "-pNeedDaemonReload", "--", *names]]
+    got = folded.unfold([Probe(0, SHOW_THREE)])
+    assert "LoadState=not-found" in got[1].output and "SubState=running" in got[2].output
+    assert got[3] == got[0]
+    assert "masked" in str(_refusal(steps[0], got[0]))
+    # systemd not answering (not PID 1): every service falls back to its own probe and its error
+    assert folded.unfold([Probe(1, "System has not been booted with systemd\n")]) == [None] * 4
+
+
+def _refusal(step, result):
+    try:
+        return step.check(result)
+    except Exception as exc:  # noqa: BLE001 - the refusal is what is looked at
+        return exc
+
+
+def test_a_stat_that_is_not_gnus_makes_every_file_step_probe_itself(tmp_path: Path):
+    steps = [File(str(tmp_path / "f"), "x"), Directory(str(tmp_path)), Service("a.service")]
+    folded = passes.fold([s.probe() for s in steps])
+    # busybox stat knows no --printf: nothing parses, so nothing may be taken as "missing"
+    got = folded.unfold([Probe(0, "stat: unrecognized option '--printf'\n"), Probe(0, ""),
+                         Probe(0, SHOW_THREE.split("\n\n")[0] + "\n")])
+    assert got[:2] == [None, None] and got[2] is not None
