@@ -95,3 +95,14 @@ def test_a_held_lock_is_reported_in_the_recap_with_its_holder(tmp_path: Path):
         recap, _, seen = run(tmp_path, state)
     assert "locked by another gpunode run" in recap.error and "other-run" in recap.error
     assert seen == [] and not (tmp_path / "etc").exists()
+
+
+def test_a_new_target_whose_facts_are_refused_gets_no_state_folder(tmp_path: Path):
+    state = tmp_path / "state"
+    (tmp_path / "fact").write_text("bad")
+    with pytest.raises(FactError):
+        begin(CountingTransport(), prelude(tmp_path, []), state_dir=str(state))
+    assert not state.exists()  # the lock shell created nothing: the target is as it was
+    (tmp_path / "fact").write_text("a")
+    recap, _, _ = run(tmp_path, str(state))
+    assert recap.changed == 2 and (state / "lock").exists()

@@ -45,6 +45,9 @@ P=$3
 _EXCLUSIVE = """# gpunode-lock
 d=$1
 """ + _PROBED + """umask 077
+# $4=fresh: a target without the state folder gets the probe without the lock and nothing is
+# created, so that a run its facts refuse leaves the target as it was.
+if [ ! -d "$d" ] && [ "$4" = fresh ]; then out FRESH; exit 0; fi
 [ -d "$d" ] || mkdir -p "$d" 2>/dev/null || { echo "ERROR cannot create $d"; exit 0; }
 exec 9>>"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
 if ! flock -n -x 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
@@ -169,9 +172,11 @@ class TargetLock:
     """A held lock; release() is safe to call twice. `probed`: the output of the probe that
     acquire() ran under the lock in the same round trip ("" when none was given)."""
 
-    def __init__(self, held: Held | None, probed: str = ""):
+    def __init__(self, held: Held | None, probed: str = "", fresh: bool = False):
         self._held = held
         self.probed = probed
+        #: acquire(fresh=True) on a target without the state folder: probed, nothing locked
+        self.fresh = fresh
 
     def release(self) -> None:
         held, self._held = self._held, None
@@ -188,21 +193,22 @@ class TargetLock:
 
 
 def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = False,
-            probe: str = "") -> TargetLock:
+            probe: str = "", fresh: bool = False) -> TargetLock:
     """Take the target's lock (shared for check runs) or raise LockError naming its holder.
 
     probe: shell text run on the target once the lock is held (in the same round trip); its
-    stdout and stderr are in the returned lock's `probed`.
+    stdout and stderr are in the returned lock's `probed`. fresh: where the state folder does
+    not exist yet, run the probe without creating it or taking the lock (`fresh` is then set).
     """
     script = _SHARED if shared else _EXCLUSIVE
-    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json(), probe])
+    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json(), probe, *(["fresh"] if fresh else [])])
     word, _, rest = held.first_line.partition(" ")
-    probed = _decode(rest) if probe and word in ("LOCKED", "FREE") else ""
+    probed = _decode(rest) if probe and word in ("LOCKED", "FREE", "FRESH") else ""
     if word == "LOCKED":
         return TargetLock(held, probed)
     held.release()
-    if word == "FREE":
-        return TargetLock(None, probed)
+    if word in ("FREE", "FRESH"):
+        return TargetLock(None, probed, fresh=word == "FRESH")
     if word == "BUSY":
         pid, holder = Owner.parse(rest)
         who = holder.describe() if holder else "a check run or a run that left no owner record"

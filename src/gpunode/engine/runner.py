@@ -363,10 +363,14 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
     held: lock.TargetLock | None = None
     try:
         nonce = probe.new_nonce()
-        held = _acquire(metered, state_dir, run.owner, check, lock_wait, recorded.first_trip(prelude, nonce))
-        run.roles = list(prelude.build(held.probed, nonce))
+        held = _acquire(metered, state_dir, run.owner, check, lock_wait, recorded.first_trip(prelude, nonce),
+                        fresh=not check)
+        first = held.probed
+        run.roles = list(prelude.build(first, nonce))
+        if held.fresh:  # a new target: its facts were accepted, now take the lock (nothing recorded yet)
+            held = _acquire(metered, state_dir, run.owner, check, lock_wait)
         argvs, broken = run.argvs()
-        results = recorded.results(metered, held.probed, nonce, argvs, key=prelude.key, state_dir=state_dir,
+        results = recorded.results(metered, first, nonce, argvs, key=prelude.key, state_dir=state_dir,
                                    run_id=run.owner.run_id, record=not check)
         return Begun(run, metered, held, run.plan(results, broken), started)
     except LockError as exc:
@@ -411,11 +415,11 @@ def _changes(plans: list[list[Outcome | BaseException]]) -> bool:
 
 
 def _acquire(target: Transport, state_dir: str, owner: lock.Owner, check: bool, wait: float,
-             script: str = "") -> lock.TargetLock:
+             script: str = "", fresh: bool = False) -> lock.TargetLock:
     deadline = time.monotonic() + wait
     while True:
         try:
-            return lock.acquire(target, state_dir, owner, shared=check, probe=script)
+            return lock.acquire(target, state_dir, owner, shared=check, probe=script, fresh=fresh)
         except LockError:
             if time.monotonic() >= deadline:
                 raise
