@@ -32,7 +32,9 @@ class Feed:
 
 
 def amount(done: int, total: int, unit: str) -> str:
-    """'1.2 GiB/51.0 GiB', '3/8 servers', '12 packages'."""
+    """'1.2 GiB/51.0 GiB', '3/8 servers', '12 packages', '40%'."""
+    if unit == "percent":
+        return f"{done}%"
     if unit == "bytes":
         return f"{_size(done)}/{_size(total)}" if total else _size(done)
     return f"{done}/{total} {unit}" if total else f"{done} {unit}"

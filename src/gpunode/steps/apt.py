@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.progress import AptSink, Line, Progress
 from gpunode.transport.base import Transport
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?$")
@@ -31,7 +33,7 @@ done
 [ -n "$missing" ] || exit 0
 set -- $missing
 opts="-y -q --no-install-recommends -o DPkg::Lock::Timeout=300"
-opts="$opts -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold"
+opts="$opts -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold -o APT::Status-Fd=1"
 updated=0
 for p; do
   if ! apt-cache show -- "$p" >/dev/null 2>&1; then apt-get update -q; updated=1; break; fi
@@ -54,6 +56,9 @@ class Packages(Step):
     """These Debian packages are installed (any version)."""
 
     names: Sequence[str]
+    #: (done, total, what) in percent while apt-get downloads and installs; its output lines for -v
+    on_progress: Progress | None = field(default=None, repr=False, compare=False)
+    on_line: Line | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.names = tuple(self.names)
@@ -105,11 +110,13 @@ class Packages(Step):
         return NoChange(f"{count} already installed: {', '.join(have)}")
 
     def apply(self, target: Transport) -> None:
-        result = target.script(_INSTALL, *self.names)
+        sink = AptSink(self.on_progress, self.on_line)
+        result = target.run(shell.sh(_INSTALL, *self.names), sink=sink)
+        sink.flush()
         if not result.ok:
             raise StepError(
                 f"apt-get could not install {', '.join(self.names)} (exit code {result.exit_code})",
                 target=target.name,
-                evidence=tail(result.stderr or result.stdout, 20),
+                evidence=tail(result.stderr or sink.text, 20),
                 hint="check the apt sources and the network on the target; re-running is safe",
             )

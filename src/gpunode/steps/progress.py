@@ -39,13 +39,15 @@ class ProgressSink:
             if self.on_progress and len(parts) >= 3:
                 self.on_progress(int(parts[1]), int(parts[2]), parts[3] if len(parts) > 3 else "")
             return
+        if self.seen(line):
+            return
         self.lines.append(line)
         if self.on_line is not None:
             self.on_line(line)
-        self.seen(line)
 
-    def seen(self, line: str) -> None:
-        """A plain output line (a hook for subclasses)."""
+    def seen(self, line: str) -> bool:
+        """A plain output line (a hook for subclasses); True when it was a status line to drop."""
+        return False
 
     def flush(self) -> None:
         if self._pending:
@@ -80,7 +82,7 @@ class InstallSink(ProgressSink):
     def start(self, what: str) -> None:
         self._report(what)
 
-    def seen(self, line: str) -> None:
+    def seen(self, line: str) -> bool:
         text = line.strip()
         if m := _PIP_ONE.match(text):
             self.done += 1
@@ -97,6 +99,7 @@ class InstallSink(ProgressSink):
             self._report(text)
         elif m := _UV_ONE.match(line):
             self._report(f"+ {m.group(1)}")
+        return False
 
     def finish(self, detail: str = "installed") -> None:
         """The install went through: every package is in (the line that reaches total is never dropped)."""
@@ -108,3 +111,28 @@ class InstallSink(ProgressSink):
         if self.on_progress is not None:
             done = min(self.done, self.total) if self.total else self.done
             self.on_progress(done, self.total, f"{self.label}: {detail}" if self.label else detail)
+
+
+# apt-get -o APT::Status-Fd=1: "dlstatus:<n>:<percent>:<what>" while downloading,
+# "pmstatus:<package>:<percent>:<what>" while dpkg unpacks and sets up.
+_APT_STATUS = re.compile(r"^(dlstatus|pmstatus):[^:]*:([0-9.]+):(.*)$")
+
+
+class AptSink(ProgressSink):
+    """apt-get's machine-readable status lines as one percentage that never goes back: each phase
+    counts from 0 to 100 in apt's own numbers, so with a download first it is 0-50, install 50-100."""
+
+    downloaded = False
+
+    def seen(self, line: str) -> bool:
+        m = _APT_STATUS.match(line.strip())
+        if m is None:
+            return False
+        pct = min(100.0, float(m.group(2)))
+        if m.group(1) == "dlstatus":
+            self.downloaded, phase, done = True, "download", pct / 2
+        else:
+            phase, done = "install", 50 + pct / 2 if self.downloaded else pct
+        if self.on_progress is not None:
+            self.on_progress(int(done), 100, f"{phase}: {m.group(3)}")
+        return True

@@ -19,12 +19,14 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         for action in fix.actions:
             if isinstance(action, AptInstall):
                 packages += list(action.packages)
-    steps: list = [Packages(names=sorted(set(packages)))]
+    steps: list = [Packages(names=sorted(set(packages)), on_progress=ctx.progress_for("apt", "percent"),
+                            on_line=ctx.output)]
     steps += [Directory(path=d) for d in v["base_dirs"]]
     if v["base_uv"]:
         wheelhouse = v.get("wheelhouse") or ""
         steps.append(Venv(path=TOOLS, requirements=[v["base_uv_requirement"]], no_index=bool(wheelhouse),
                           find_links=[wheelhouse] if wheelhouse else [], python="python3",
-                          verify=[["uv", "--version"]], label="uv (tools venv)"))
+                          verify=[["uv", "--version"]], label="uv (tools venv)",
+                          on_progress=ctx.progress_for("tools", "packages"), on_line=ctx.output))
         steps.append(Symlink(path="/usr/local/bin/uv", target=f"{TOOLS}/bin/uv"))
     return [RolePlan("base", steps)]
