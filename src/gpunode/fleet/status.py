@@ -166,7 +166,7 @@ def parse_workers(text: str, port_names: dict[int, str]) -> list[Worker]:
             continue
         out.append(Worker(w["url"], _port_name(w["url"], port_names), bool(w.get("is_healthy")),
                           w.get("load") if isinstance(w.get("load"), int) else None))
-    return out
+    return sorted(out, key=lambda w: w.url)  # the router lists them in no fixed order
 
 
 def gpu_memory(text: str) -> list[Gpu]:
