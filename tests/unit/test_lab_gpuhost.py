@@ -3,7 +3,9 @@ the stand-in .run's options (the whole install runs for real in tests/lab/test_o
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -92,3 +94,25 @@ def test_api_stand_in_keeps_raw_lxc_lines_and_binds_stand_in_nodes(tmp_path, mon
         (f"{gpuhost.ROOT}/dev/nvidia1", "/dev/nvidia1", "file"), (f"{gpuhost.ROOT}/proc/driver", "/proc/driver", "dir")]
     plain = {"hostname": "cpu", "memory": "1024", "dev0": "/dev/null"}
     assert pve_api.lab_container("278", plain).mounts == ()  # other devN stay records only
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of character devices needs root (as `inv lab.up` runs)")
+def test_ensure_makes_the_stand_in_host_that_the_onboard_probe_reads(tmp_path, monkeypatch):
+    from gpunode.pve import hostfacts
+
+    monkeypatch.setattr(gpuhost, "ROOT", tmp_path / "gpuhost")
+    monkeypatch.setattr(gpuhost, "DOWNLOADS", tmp_path / "gpuhost" / "downloads")
+    root = gpuhost.ensure(gpus=2)
+    again = gpuhost.ensure(gpus=2)  # what a second `inv lab.up` does: nothing new
+    assert again == root and gpuhost.driver() == gpuhost.DEFAULT_VERSION
+    out = subprocess.run(["sh", "-c", hostfacts.probe(str(root))], capture_output=True, text=True, check=True)
+    f = hostfacts.parse(out.stdout, str(root))
+    assert f.pve == (8, 2, 4) and f.devn and f.install == "run" and f.driver == gpuhost.DEFAULT_VERSION
+    assert f.majors == {"mem": 1, "nvidia": 195, "nvidiactl": 195, "nvidia-uvm": gpuhost.UVM_MAJOR}
+    assert sorted(f.nodes) == ["/dev/nvidia-modeset", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia0",
+                               "/dev/nvidia1", "/dev/nvidiactl"]
+    st = (root / "dev" / "nvidia1").stat()
+    assert stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 195 and os.minor(st.st_rdev) == 1
+    gpuhost.set_driver("595.58.03")
+    assert gpuhost.ensure(gpus=2) and gpuhost.driver() == "595.58.03"  # ensure keeps an upgrade
+    assert (gpuhost.DOWNLOADS / "NVIDIA-Linux-x86_64-595.58.03.run").stat().st_mode & 0o111
