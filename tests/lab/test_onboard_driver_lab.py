@@ -39,6 +39,7 @@ def remove_ct() -> None:
 def api(lab):
     before = gpuhost.driver()
     gpuhost.ensure(gpus=8, version=OLD)
+    gpuhost.set_install("run")
     for f in CACHE.glob("*.run"):
         f.unlink()  # "fetched once per node": start from a node that has not fetched it
     remove_ct()
@@ -190,3 +191,45 @@ def test_classic_passthrough_on_an_older_proxmox(api, inv):
         gpuhost.set_pve(gpuhost.PVE_VERSION)
         containers.remove(pve_api.lab_container(str(CLASSIC), pve_api.read_conf(str(CLASSIC))[0]
                                                 if conf.exists() else {}))
+
+
+PACKAGED = 278  # a third CT of this file, on the stand-in host made to look like a packaged driver
+
+
+def test_packaged_driver_is_matched_with_the_same_packages(api, inv):
+    conf = paths.PVE_LXC / f"{PACKAGED}.conf"
+
+    def cleanup():
+        containers.remove(pve_api.lab_container(str(PACKAGED), pve_api.read_conf(str(PACKAGED))[0]
+                                                if conf.exists() else {}))
+
+    cleanup()
+    gpuhost.set_install("packages")
+    version = gpuhost.driver()
+    argv = [*GPUNODE, "onboard", "--host", "lab", "-i", str(inv), "--ct", str(PACKAGED), "--gpus", "0",
+            "--memory", "2048", "--mount", f"{paths.SHARE_APT}:{paths.CT_APT}"]
+    try:
+        # The CT does not know the repository the host's packages came from: a clear refusal.
+        first = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert first.returncode == 2, first.stdout + first.stderr
+        assert f"host: NVIDIA driver {version}, installed by packages" in first.stdout
+        assert f"apt could not install libcuda1={version}-1 libnvidia-ml1={version}-1 nvidia-smi={version}-1" \
+            in first.stderr
+        assert "needs the apt repository the host's driver came from" in first.stderr
+        box = Attached(PACKAGED)
+        box.sh(f"echo 'deb [trusted=yes] file:{gpuhost.CT_APT} ./' > /etc/apt/sources.list.d/nvidia-lab.list")
+
+        second = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert second.returncode == 0, second.stdout + second.stderr
+        assert f"installed {version} from packages libcuda1={version}-1" in second.stdout
+        assert box.sh("dpkg-query -W -f '${Version}' nvidia-smi").out == f"{version}-1"
+        view = gpufacts.parse_query(subprocess.run(
+            [str(paths.PCT), "exec", str(PACKAGED), "--", "nvidia-smi", *gpufacts.QUERY_ARGS],
+            capture_output=True, text=True, timeout=60).stdout)
+        assert [g.index for g in view.gpus] == [0] and view.driver == version
+
+        third = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+        assert third.returncode == 0 and f"lab/{PACKAGED}: unchanged, running" in third.stdout
+    finally:
+        gpuhost.set_install("run")
+        cleanup()

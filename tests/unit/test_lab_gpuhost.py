@@ -116,3 +116,13 @@ def test_ensure_makes_the_stand_in_host_that_the_onboard_probe_reads(tmp_path, m
     gpuhost.set_driver("595.58.03")
     assert gpuhost.ensure(gpus=2) and gpuhost.driver() == "595.58.03"  # ensure keeps an upgrade
     assert (gpuhost.DOWNLOADS / "NVIDIA-Linux-x86_64-595.58.03.run").stat().st_mode & 0o111
+    if shutil.which("dpkg-deb") and shutil.which("dpkg-scanpackages"):
+        monkeypatch.setattr(gpuhost, "APT", root / "apt")
+        gpuhost.set_install("packages")
+        out = subprocess.run(["sh", "-c", hostfacts.probe(str(root))], capture_output=True, text=True, check=True)
+        f = hostfacts.parse(out.stdout, str(root))
+        assert f.install == "packages" and not f.run_markers
+        assert {p.name for p in f.driver_packages} == set(gpuhost.HOST_PACKAGES)
+        assert "Package: nvidia-smi\nVersion: 595.58.03-1\n" in (root / "apt" / "Packages").read_text()
+        gpuhost.set_install("run")
+        assert gpuhost.install_kind() == "run" and (root / "usr" / "bin" / "nvidia-uninstall").exists()

@@ -43,6 +43,9 @@ MAIN_MAJOR = 195
 UVM_MAJOR = 509                    # nvidia-uvm's major is dynamic; this one is the lab's
 PVE_VERSION = "8.2.4"
 LIB = "/usr/lib/x86_64-linux-gnu"
+APT = ROOT / "apt"                 # stand-in for the distribution repository a packaged driver came from
+CT_APT = "/mnt/lab/nvidia-apt"     # where GPU containers see it (deb [trusted=yes] file:/mnt/lab/nvidia-apt ./)
+HOST_PACKAGES = ("nvidia-driver", "nvidia-kernel-dkms", "libcuda1", "libnvidia-ml1", "nvidia-smi")
 
 
 def proc_version(version: str) -> str:
@@ -114,6 +117,64 @@ def set_driver(version: str) -> None:
     """The host's module version (a driver upgrade) and the installer of that version."""
     write_text(ROOT / "proc" / "driver" / "nvidia" / "version", proc_version(version))
     write_text(DOWNLOADS / f"NVIDIA-Linux-x86_64-{version}.run", installer_text(version), 0o755)
+    if install_kind() == "packages":
+        _packages(version)
+
+
+def install_kind() -> str:
+    return "packages" if (ROOT / "var" / "lib" / "dpkg" / "status").exists() else "run"
+
+
+def set_install(kind: str) -> None:
+    """How the host "installed" its driver: NVIDIA's .run (its markers) or packages (a dpkg
+    status listing them at the module's version, and a repository holding their user-space)."""
+    markers = (ROOT / "usr" / "bin" / "nvidia-uninstall", ROOT / "var" / "log" / "nvidia-installer.log")
+    status = ROOT / "var" / "lib" / "dpkg" / "status"
+    if kind == "run":
+        status.unlink(missing_ok=True)
+        write_text(markers[0], "#!/bin/sh\necho 'nvidia-uninstall stand-in'\n", 0o755)
+        write_text(markers[1], "nvidia-installer log file (gpunode lab stand-in)\n")
+        return
+    for m in markers:
+        m.unlink(missing_ok=True)
+    _packages(driver() or DEFAULT_VERSION)
+
+
+def _packages(version: str) -> None:
+    import subprocess
+    import tempfile
+
+    deb_version = f"{version}-1"
+    write_text(ROOT / "var" / "lib" / "dpkg" / "status", "".join(
+        f"Package: {p}\nStatus: install ok installed\nMaintainer: gpunode lab <lab@localhost>\n"
+        f"Architecture: amd64\nVersion: {deb_version}\nDescription: gpunode lab stand-in\n\n" for p in HOST_PACKAGES))
+    APT.mkdir(parents=True, exist_ok=True)
+    smi = (Path(__file__).with_name("nvidia_smi_standin.py").read_text()
+           .replace("INSTALLED_VERSION = None", f'INSTALLED_VERSION = "{version}"', 1))
+    for pkg, lib in (("libcuda1", "libcuda"), ("libnvidia-ml1", "libnvidia-ml"), ("nvidia-smi", None)):
+        deb = APT / f"{pkg}_{deb_version}_amd64.deb"
+        if deb.exists():
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            top = Path(tmp)
+            (top / "DEBIAN").mkdir()
+            (top / "DEBIAN" / "control").write_text(
+                f"Package: {pkg}\nVersion: {deb_version}\nArchitecture: amd64\n"
+                f"Maintainer: gpunode lab <lab@localhost>\nDescription: gpunode lab stand-in of {pkg}\n")
+            if lib:
+                d = top / LIB.lstrip("/")
+                d.mkdir(parents=True)
+                (d / f"{lib}.so.{version}").write_text(f"gpunode lab stand-in for {lib} {version}\n")
+                (d / f"{lib}.so.1").symlink_to(f"{lib}.so.{version}")
+            else:
+                (top / "usr" / "bin").mkdir(parents=True)
+                (top / "usr" / "bin" / "nvidia-smi").write_text(smi)
+                (top / "usr" / "bin" / "nvidia-smi").chmod(0o755)
+            subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(top), str(deb)],
+                           check=True, capture_output=True)
+    index = subprocess.run(["dpkg-scanpackages", "--multiversion", "."], cwd=APT, check=True,
+                           capture_output=True, text=True).stdout
+    write_text(APT / "Packages", index)
 
 
 def set_pve(version: str) -> None:
@@ -146,8 +207,9 @@ def ensure(gpus: int = 8, version: str | None = None) -> Path:
                f"Character devices:\n  1 mem\n{MAIN_MAJOR} nvidia\n{MAIN_MAJOR} nvidiactl\n{UVM_MAJOR} nvidia-uvm\n"
                "\nBlock devices:\n  7 loop\n")
     set_pve(PVE_VERSION)
-    write_text(ROOT / "usr" / "bin" / "nvidia-uninstall", "#!/bin/sh\necho 'nvidia-uninstall stand-in'\n", 0o755)
-    write_text(ROOT / "var" / "log" / "nvidia-installer.log", "nvidia-installer log file (gpunode lab stand-in)\n")
+    APT.mkdir(parents=True, exist_ok=True)
+    if install_kind() == "run":
+        set_install("run")
     set_driver(version or driver() or DEFAULT_VERSION)
     return ROOT
 
@@ -158,5 +220,6 @@ def ct_mounts(dev_paths: list[str]) -> list[tuple[Path, str, str]]:
     prefix = str(ROOT / "dev") + "/"
     out = [(Path(p), "/dev/" + p[len(prefix):], "file") for p in dev_paths if p.startswith(prefix)]
     if out:
-        out += [(ROOT / "proc" / "driver", "/proc/driver", "dir"), (paths.SHARE_NVIDIA_SMI, paths.CT_NVIDIA_SMI, "dir")]
+        out += [(ROOT / "proc" / "driver", "/proc/driver", "dir"), (paths.SHARE_NVIDIA_SMI, paths.CT_NVIDIA_SMI, "dir"),
+                (APT, CT_APT, "dir")]
     return out

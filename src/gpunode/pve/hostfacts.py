@@ -22,9 +22,9 @@ from gpunode.facts.gpu import parse_proc_version
 from gpunode.pve import devices
 
 # dpkg-query patterns of the packages that carry a driver's version on Debian (non-free:
-# nvidia-driver, nvidia-kernel-dkms, libcuda1, nvidia-smi) and on NVIDIA's CUDA repository
+# nvidia-driver, nvidia-kernel-dkms, libcuda1, libnvidia-ml1, nvidia-smi) and on NVIDIA's CUDA repository
 # for Debian (nvidia-driver, nvidia-kernel-open-dkms, cuda-drivers).
-PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-kernel-*", "libcuda1", "nvidia-smi", "cuda-drivers")
+PACKAGE_PATTERNS = ("nvidia-driver*", "nvidia-kernel-*", "libcuda1", "libnvidia-ml1", "nvidia-smi", "cuda-drivers")
 RUN_MARKERS = ("/usr/bin/nvidia-uninstall", "/var/log/nvidia-installer.log")
 INSTALLER_CACHE = "/var/cache/gpunode/nvidia"  # where onboard keeps the fetched .run, once per node
 

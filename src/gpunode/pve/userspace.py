@@ -106,8 +106,9 @@ def install(host: Any, ct: Any, facts: HostFacts, vmid: int, pct: str, url: str)
         if not pkgs:
             raise PveError(f"the host's driver packages of {version} include no user-space package "
                            f"({', '.join(USERSPACE_PACKAGES)})", hint="install the user-space in the CT by hand")
-        result = ct.script("DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "
-                           + " ".join(shlex.quote(p) for p in pkgs), what="installing the driver packages")
+        result = ct.script("export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
+                           "--no-install-recommends --allow-downgrades " + " ".join(shlex.quote(p) for p in pkgs),
+                           what="installing the driver packages")
         if not result.ok:
             raise PveError(f"apt could not install {' '.join(pkgs)} in CT {vmid}", evidence=result.stderr[-2000:],
                            hint="the CT needs the apt repository the host's driver came from (same suite and "
