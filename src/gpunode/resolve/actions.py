@@ -16,21 +16,24 @@ def _strings(value: Any) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class PipInstall:
+class _Packages:
+    kind: str = field(default="", init=False)
+    packages: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PipInstall(_Packages):
     kind: str = field(default="pip_install", init=False)
-    packages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class PipUninstall:
+class PipUninstall(_Packages):
     kind: str = field(default="pip_uninstall", init=False)
-    packages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
-class AptInstall:
+class AptInstall(_Packages):
     kind: str = field(default="apt_install", init=False)
-    packages: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
