@@ -25,7 +25,7 @@ pytestmark = [
 ]
 
 SCRIPT = textwrap.dedent("""
-    import json, os, subprocess, sys, time
+    import json, os, subprocess, sys
     from gpunode import lab
 
     def mine():
@@ -46,11 +46,11 @@ SCRIPT = textwrap.dedent("""
 
     out = {}
     # No network in this namespace: the cpu profile's wheels and model (from PyPI) are skipped.
-    t = time.monotonic(); st = lab.up(cpu_profile_files=False); out["up_s"] = time.monotonic() - t
+    st = lab.up(cpu_profile_files=False)
     out["up"] = st["up"]
     out["states"] = {str(k): v["state"] for k, v in st["containers"].items()}
     lines = []
-    t = time.monotonic(); lab.up(progress=lines.append, cpu_profile_files=False); out["again_s"] = time.monotonic() - t
+    lab.up(progress=lines.append, cpu_profile_files=False)
     out["again_lines"] = lines
     r = subprocess.run(["/var/lib/gpunode-lab/bin/pct", "exec", "200", "--", "cat", "/etc/hostname"],
                        capture_output=True, text=True)
@@ -69,7 +69,9 @@ SCRIPT = textwrap.dedent("""
     lab.down()
     out["after_down"] = mine()
     out["status_after_down"] = lab.status()["up"]
-    t = time.monotonic(); out["warm_up"] = lab.up(cpu_profile_files=False)["up"]; out["warm_s"] = time.monotonic() - t
+    warm = []
+    out["warm_up"] = lab.up(progress=warm.append, cpu_profile_files=False)["up"]
+    out["warm_lines"] = warm
     lab.destroy()
     out["after_destroy"] = mine()
     out["state_left"] = os.listdir("/var/lib/gpunode-lab")
@@ -88,8 +90,7 @@ def test_up_down_destroy_of_a_second_lab(lab, tmp_path):
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["up"] and out["states"] == {"200": "running", "201": "running", "202": "stopped"}
     assert out["pct"] == [0, "lab-cpu\n", ""]
-    # A second up changes nothing and is quick.
-    assert out["again_s"] < 5
+    # A second up changes nothing (how fast it is, is bench's to measure, not a test's).
     assert not [line for line in out["again_lines"] if "started" in line or "created" in line], out["again_lines"]
     # pct start/stop like real pct, messages included.
     assert out["start_202"] == [0, [0, "status: running\n", ""], [255, "", "CT 202 already running\n"]]
@@ -101,5 +102,8 @@ def test_up_down_destroy_of_a_second_lab(lab, tmp_path):
         assert devices == 1 + 3  # /dev/nvidia0, nvidiactl, nvidia-uvm, nvidia-uvm-tools
     # Nothing of the lab runs after down (no sshd, no LXC monitor, no container).
     assert out["after_down"] == [] and out["status_after_down"] is False
-    assert out["warm_up"] and out["warm_s"] < 30
+    # Up after down starts from the caches: nothing is built or downloaded again.
+    assert out["warm_up"]
+    assert any(line.startswith("base rootfs: cached") for line in out["warm_lines"]), out["warm_lines"]
+    assert any(line.startswith("apt packages: cached") for line in out["warm_lines"]), out["warm_lines"]
     assert out["after_destroy"] == [] and out["state_left"] == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 import uuid
 
 import pytest
@@ -153,15 +152,26 @@ def test_nvidia_smi_stand_in_in_the_gpu_container(host_transport, lab):
     assert PctTransport(host_transport, 200, pct=PCT).run(["sh", "-c", "command -v nvidia-smi"]).exit_code != 0
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="lab.up needs root")
-def test_up_again_is_a_fast_no_op(lab):
-    from gpunode import lab as labmod
+def _tree_state(root):
+    """Each file's mtime and size under root: what a rebuild or a re-download would change."""
+    return {str(f): (f.stat().st_mtime_ns, f.stat().st_size) for f in root.rglob("*") if f.is_file()}
 
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="lab.up needs root")
+def test_up_again_is_a_no_op(lab):
+    # What makes a re-run cheap is that it restarts nothing and rewrites nothing; how long it
+    # takes is bench's business (a timed assertion here failed on a loaded CI machine).
+    from gpunode import lab as labmod
+    from gpunode.lab import containers
+
+    cts = [ct for ct in containers.lab_containers() if containers.state(ct) == "running"]
+    pids = {ct.name: containers.init_pid(ct) for ct in cts}
+    shared = [paths.SHARE_APT, paths.SHARE_WHEELS]
+    before = {str(d): _tree_state(d) for d in shared}
     lines: list[str] = []
-    started = time.monotonic()
     st = labmod.up(lab["gpu_shape"] or paths.DEFAULT_GPU_SHAPE, progress=lines.append)
-    took = time.monotonic() - started
     assert st["up"]
-    assert took < 5, lines
     assert not any("started" in line or "created" in line or "restarting" in line for line in lines), lines
     assert st["sshd"]["pid"] == lab["sshd"]["pid"]
+    assert {ct.name: containers.init_pid(ct) for ct in cts} == pids, "a running container was restarted"
+    assert {str(d): _tree_state(d) for d in shared} == before, "the apt repository or wheelhouse was rewritten"
