@@ -21,6 +21,7 @@ add (as `inv wheelhouse` does), so that the fix installs from the lock too.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -122,7 +123,22 @@ def path(p: Pinset, t: Target, root: Path = ROOT) -> Path:
 
 
 def read(file: Path) -> Lock:
+    """The lock in `file`. Parsing its TOML costs ~20 ms a lock (tomllib is pure Python), paid once per run
+    and process, so the parsed packages are kept under the user's cache dir, keyed by the file's content and
+    this module's code: an edited lock or a changed parser misses the cache, an unreadable entry is ignored."""
     text = file.read_text()
+    key = _cache_key(text)
+    cached = _MEMO.get(key) or _cached(key)
+    if cached is not None:
+        return Lock(file, cached[0], cached[1], text)
+    lock = parse(file, text)
+    _MEMO[key] = (lock.inputs, lock.packages)
+    _store(key, lock)
+    return lock
+
+
+def parse(file: Path, text: str) -> Lock:
+    """The lock's TOML, parsed (read() without its cache)."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -141,6 +157,46 @@ def read(file: Path) -> Lock:
                                  hint="locks list wheels only; regenerate with inv pinsets.lock")
         out.append(Locked(pkg["name"], str(pkg["version"]), hashes, wheels[0].get("url") or wheels[0].get("path", "")))
     return Lock(file, fingerprint, tuple(out), text)
+
+
+_MEMO: dict[str, tuple[str, tuple[Locked, ...]]] = {}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpunode" / "pinlocks"
+
+
+def _cache_key(text: str) -> str:
+    return hashlib.sha256(Path(__file__).read_bytes() + b"\0" + text.encode()).hexdigest()
+
+
+def _cached(key: str) -> tuple[str, tuple[Locked, ...]] | None:
+    try:
+        doc = json.loads((cache_dir() / f"{key}.json").read_text())
+        packages = tuple(Locked(str(n), str(v), tuple(str(h) for h in hs), str(w)) for n, v, hs, w in doc["packages"])
+        if doc["key"] != key or not all(p.hashes for p in packages):
+            return None
+        found = (str(doc["inputs"]), packages)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent, half-written by another tool or from another format: parse the lock itself
+    _MEMO[key] = found
+    return found
+
+
+def _store(key: str, lock: Lock) -> None:
+    doc = {"key": key, "inputs": lock.inputs,
+           "packages": [[p.name, p.version, p.hashes, p.where] for p in lock.packages]}
+    folder, tmp = cache_dir(), ""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".new")
+        with os.fdopen(fd, "w") as out:
+            json.dump(doc, out)
+        os.replace(tmp, folder / f"{key}.json")  # atomic: a reader sees the whole entry or none
+    except OSError:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)  # a read-only or full cache dir only costs the next run the parse
 
 
 def find(p: Pinset, machine: str, python: str, root: Path = ROOT) -> Lock | None:
@@ -224,7 +280,7 @@ def make(kb: KB, p: Pinset, t: Target, *, command: str, without: tuple[str, ...]
         tmp = dest.with_name(f".{t.name}.new")
         tmp.write_text(text)
         try:
-            lock = read(tmp)
+            lock = parse(tmp, text)
         except InventoryError:
             tmp.unlink()
             raise

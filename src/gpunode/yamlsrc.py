@@ -24,7 +24,9 @@ class Located(dict):
         return f"{self.file}:{line}"
 
 
-class _Loader(yaml.SafeLoader):
+# libyaml's parser (PyYAML's C extension, in its manylinux wheels) reads the knowledge base ~8x faster than
+# the pure-Python one, with the same nodes and marks; the constructors below stay Python either way.
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     pass
 
 
