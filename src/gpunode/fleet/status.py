@@ -94,6 +94,10 @@ class Report:
         """'NAME: why' for each thing that is down; [] when all is up."""
         out = [f"{u.name}: {p}" for u in self.units if (p := u.problem())]
         out += [f"router: worker {w.server or w.url} unhealthy" for w in self.workers if not w.healthy]
+        if self.workers:   # a server the router does not list gets no requests through it
+            listed = {w.server for w in self.workers}
+            out += [f"router: {u.name} is not one of its workers" for u in self.units
+                    if u.kind == "server" and u.port and u.name not in listed and not u.problem()]
         if not any(u.kind in ("server", "router") for u in self.units):
             out.append("no gpunode servers are installed (run inv provision)")
         return out
