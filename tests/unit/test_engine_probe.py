@@ -56,3 +56,26 @@ def test_a_batch_cut_short_names_the_missing_probe():
     with pytest.raises(FactError, match="no result for probe 1 of 2"):
         probe.parse(cut, 2, nonce)
     assert "echo a" in text and "echo b" in text
+
+
+def test_shell_script_probes_run_as_subshells_of_the_batch_without_a_new_sh(tmp_path):
+    # Each `sh -c SCRIPT sh ARGS` probe keeps its own $1.., variables and exit, but starts no `sh`:
+    # strace counts every program the batch starts (the batch's own `sh -s` is the only sh).
+    probes = [
+        ["sh", "-c", 'x=first; echo "$1 $# $x"; exit 4', "sh", "a b", "c"],
+        ["sh", "-c", 'echo "${x:-unset} $#"'],
+        ["sh", "-c", 'set -e; false; echo not-here', "sh"],
+        ["sh", "-c", 'case $1 in a) echo "case a";; esac', "sh", "a"],
+    ]
+    log = tmp_path / "execve.log"
+
+    class Traced(LocalTransport):
+        def _exec(self, argv, stdin, sink, timeout):
+            return super()._exec(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none",
+                                  "-o", str(log), *argv], stdin, sink, timeout)
+
+    results = probe.run_batch(Traced(), probes)
+    assert [(r.exit_code, r.output) for r in results] == [(4, "a b 2 first\n"), (0, "unset 0\n"), (1, ""),
+                                                           (0, "case a\n")]
+    started = [line for line in log.read_text().splitlines() if "execve(" in line and "= 0" in line]
+    assert len([line for line in started if '"sh"' in line or "/sh\"" in line]) == 1, started

@@ -81,9 +81,16 @@ def format_pending(entries: Iterable[Pending]) -> str:
     return "".join(f"{role}\t{name}\n" for role, name in dict.fromkeys(entries))
 
 
+# Read with the shell's own `read` (a subshell of the batch, engine/probe.py): no process start.
+# A last line without its newline (torn by a crash) is printed too; parse_pending judges it.
+_PENDING = """[ -f "$1/handlers.pending" ] || exit 0
+while IFS= read -r l || [ -n "$l" ]; do printf '%s\\n' "$l"; done < "$1/handlers.pending"
+exit 0"""
+
+
 def pending_probe(state_dir: str) -> list[str]:
     """argv for the batched probe: the pending handlers left by earlier runs."""
-    return ["sh", "-c", 'cat "$1/handlers.pending" 2>/dev/null; exit 0', "sh", state_dir]
+    return ["sh", "-c", _PENDING, "sh", state_dir]
 
 
 def update(

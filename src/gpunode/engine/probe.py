@@ -4,6 +4,10 @@ Each probe runs with stdin from /dev/null and stderr folded into stdout,
 between marker lines that carry a random nonce (so no file content can fake
 one) and the probe's exit code. The newline printed before the end marker is
 ours and is removed again, so each step gets its output byte for byte.
+
+A probe that is a shell script (`sh -c SCRIPT sh ARGS...`) runs as a subshell of the
+batch, `( set -- ARGS; SCRIPT )`, not as a new `sh` process: the same script, its own
+positional parameters and variables, its `exit` ends only itself, and no process start.
 """
 
 from __future__ import annotations
@@ -19,12 +23,19 @@ from gpunode.steps.base import Probe
 from gpunode.transport.base import Transport
 
 
+def command(argv: Sequence[str]) -> str:
+    """Shell text that runs one probe inside the batch: a subshell for `sh -c` scripts."""
+    if len(argv) >= 3 and argv[0] == "sh" and argv[1] == "-c":
+        return f"( set -- {shell.join(argv[4:])}\n{argv[2]}\n)"
+    return shell.join(argv)
+
+
 def build(probes: Sequence[Sequence[str]], nonce: str) -> str:
     parts = []
     for i, argv in enumerate(probes):
         parts.append(
             f"printf '%s begin {i}\\n' {nonce}\n"
-            f"{shell.join(argv)} </dev/null 2>&1\n"
+            f"{command(argv)} </dev/null 2>&1\n"
             f"printf '\\n%s end {i} %d\\n' {nonce} $?\n"
         )
     return "".join(parts)
