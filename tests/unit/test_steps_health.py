@@ -1,20 +1,79 @@
+"""Ready's probe: ONE real curl over every endpoint, against real HTTP servers on loopback."""
+
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from gpunode.engine import probe as batch
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.health import Endpoint, Ready
-
-EPS = [Endpoint("slot0", "gpunode-server@0.service", "http://127.0.0.1:30001", "tiny"),
-       Endpoint("slot1", "gpunode-server@1.service", "http://127.0.0.1:30002", "tiny"),
-       Endpoint("router", "gpunode-router.service", "http://127.0.0.1:30000", "tiny", "/readiness")]
+from gpunode.transport import LocalTransport
 
 
-def test_all_healthy_is_a_noop_naming_the_endpoints():
-    out = "http://127.0.0.1:30001 200\nhttp://127.0.0.1:30002 200\nhttp://127.0.0.1:30000 200\n"
-    outcome = Ready(endpoints=EPS).check(Probe(0, out))
-    assert outcome == NoChange("all 3 endpoints answer their health check with 200 (slot0, slot1, router)")
+class _Answer(BaseHTTPRequestHandler):
+    # /health: 200 like a ready server; /readiness: 503 like SGLang's router before it has workers
+    def do_GET(self):  # noqa: N802 - http.server's name
+        self.send_response(200 if self.path == "/health" else 503)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
 
 
-def test_starting_server_503_and_refused_port_plan_a_wait():
-    # vLLM refuses connections until ready (curl prints 000); SGLang answers 503 while starting.
-    out = "http://127.0.0.1:30001 503\nhttp://127.0.0.1:30002 000\nhttp://127.0.0.1:30000 200\n"
-    outcome = Ready(endpoints=EPS, grace_s=600).check(Probe(0, out))
+@pytest.fixture
+def server():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _refused_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"  # closed again: connecting is refused
+
+
+def _ready(*eps: Endpoint) -> Ready:
+    return Ready(endpoints=list(eps), grace_s=600)
+
+
+def test_probe_is_one_curl_with_a_status_line_per_endpoint(server):
+    step = _ready(Endpoint("slot0", "s0.service", server, "tiny"), Endpoint("slot1", "s1.service", server, "tiny"),
+                  Endpoint("router", "r.service", server, "tiny", "/readiness"))
+    argv = step.probe()
+    assert argv[0] == "curl" and argv.count("-o") == 3 and argv.count("curl") == 1
+    got = LocalTransport().run(argv)
+    assert got.stdout == "200\n200\n503\n"
+    outcome = step.check(Probe(got.exit_code, got.stdout))
     assert isinstance(outcome, Change)
-    assert outcome.summary.startswith("wait up to 600s for slot0, slot1 to answer their health check")
+    assert outcome.summary.startswith("wait up to 600s for router to answer their health check")
+
+
+def test_all_healthy_is_a_noop_naming_the_endpoints(server):
+    step = _ready(Endpoint("slot0", "s0.service", server, "tiny"), Endpoint("slot1", "s1.service", server, "tiny"))
+    [result] = batch.run_batch(LocalTransport(), [step.probe()])
+    assert step.check(result) == NoChange("all 2 endpoints answer their health check with 200 (slot0, slot1)")
+
+
+def test_a_refused_port_counts_as_down_and_the_next_endpoint_is_still_asked(server):
+    # vLLM refuses connections until ready (curl prints 000); SGLang answers 503 while starting.
+    step = _ready(Endpoint("slot0", "s0.service", _refused_url(), "tiny"),
+                  Endpoint("slot1", "s1.service", server, "tiny"))
+    [result] = batch.run_batch(LocalTransport(), [step.probe()])
+    assert result.output == "000\n200\n"
+    outcome = step.check(result)
+    assert isinstance(outcome, Change) and "for slot0 to answer" in outcome.summary
+
+
+def test_output_cut_short_counts_every_endpoint_as_down():
+    step = _ready(Endpoint("slot0", "s0.service", "http://127.0.0.1:1", "tiny"),
+                  Endpoint("slot1", "s1.service", "http://127.0.0.1:2", "tiny"))
+    outcome = step.check(Probe(127, "sh: 1: curl: not found\n"))
+    assert isinstance(outcome, Change) and "for slot0, slot1 to answer" in outcome.summary
+    assert isinstance(step.check(Probe(0, "200\n")), Change)

@@ -9,6 +9,7 @@ A unit that fails while we wait ends the wait at once, with its journal.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from gpunode import shell
@@ -26,13 +27,6 @@ class Endpoint:
     model: str         # served model name for the completion request
     health: str = "/health"  # a router answers /health before it has workers: use /readiness
 
-
-_PROBE = r"""
-while [ $# -gt 0 ]; do
-  printf '%s %s\n' "$1" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$1$2" 2>/dev/null || echo 000)"
-  shift 2
-done
-"""
 
 # Every round polls each endpoint that is not ready yet and prints one `@@progress` line with
 # every server's state ("cpu0 ready, cpu1 loading 40s"); args: grace, then name unit url path.
@@ -126,11 +120,18 @@ class Ready(Step):
         return "ready:" + ",".join(e.name for e in self.endpoints)
 
     def probe(self) -> list[str]:
-        return shell.sh(_PROBE, *[x for e in self.endpoints for x in (e.url, e.health)])
+        """ONE curl for every endpoint, one status line each, in endpoint order ("000": no answer).
+        --max-time holds for each transfer; each URL has its own -o (an -o goes with one URL)."""
+        if not self.endpoints:
+            return ["true"]
+        urls = [x for e in self.endpoints for x in ("-o", "/dev/null", e.url + e.health)]
+        return ["curl", "-s", "--max-time", "3", "-w", "%{http_code}\\n", *urls]
 
     def check(self, probe: Probe) -> Outcome:
-        codes = dict(line.rsplit(" ", 1) for line in probe.lines() if " " in line)
-        down = [e for e in self.endpoints if codes.get(e.url) != "200"]
+        codes = [line for line in probe.lines() if re.fullmatch(r"[0-9]{3}", line)]
+        if len(codes) != len(self.endpoints):
+            codes = []  # cut short (curl missing, killed): no endpoint counts as answering
+        down = [e for i, e in enumerate(self.endpoints) if i >= len(codes) or codes[i] != "200"]
         if not down:
             return NoChange(f"all {len(self.endpoints)} endpoints answer their health check with 200 "
                             f"({', '.join(e.name for e in self.endpoints)})")
