@@ -127,7 +127,7 @@ class Inventory:
         out = []
         for host in self.groups[group]:
             h = self.host(host)
-            cts = sorted(h.containers) or [None]
+            cts: list[int | None] = [*sorted(h.containers)] or [None]
             out += [self.target(host, ct, overrides, defaults) for ct in cts]
         return out
 

@@ -112,7 +112,7 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
         for name, settings in hosts.items():
             if settings is None:  # `box1:` alone: remember where it is, for errors about what its groups set
                 settings = Located()
-                settings.file, settings.line, settings.key_lines = str(path), hosts.key_lines.get(name, 0), {}
+                settings.file, settings.line, settings.key_lines = str(path), yamlsrc.line_of(hosts, name), {}
             name = str(name)
             first = bodies.get(name)
             here = yamlsrc.where(hosts, name, str(path))

@@ -69,3 +69,8 @@ def load(path: Path) -> Any:
 
 def where(node: Any, key: Any = None, fallback: str = "?") -> str:
     return node.where(key) if isinstance(node, Located) else fallback
+
+
+def line_of(node: Any, key: Any) -> int:
+    """The line of key in a mapping read by load(); 0 for a mapping made in code."""
+    return node.key_lines.get(key, 0) if isinstance(node, Located) else 0

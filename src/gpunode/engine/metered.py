@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from gpunode.transport.base import Held, Result, Stdin, Transport
+from gpunode.transport.base import Held, Result, Sink, Stdin, Transport
 
 
 class Metered(Transport):
@@ -27,7 +27,7 @@ class Metered(Transport):
         with self._count_lock:
             self.commands += 1
 
-    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
         self._tick()
         return self.inner._exec(argv, stdin, sink, timeout)
 
@@ -43,7 +43,7 @@ class Metered(Transport):
         self._tick()
         self.inner.write_file(dest, data, mode=mode, owner=owner, sha256=sha256)
 
-    def read_file(self, path: str, sink: BinaryIO | None = None) -> bytes:
+    def read_file(self, path: str, sink: Sink | None = None) -> bytes:
         self._tick()
         return self.inner.read_file(path, sink)
 

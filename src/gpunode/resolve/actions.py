@@ -90,8 +90,10 @@ Action = (PipInstall | PipUninstall | AptInstall | Ldconfig | LibSymlink | Link 
 def make(kind: str, p: dict[str, Any]) -> Action:
     """The typed action of fixes.yml's `kind` with its filled parameters (load.py checked the kinds)."""
     if kind in ("pip_install", "pip_uninstall", "apt_install"):
-        cls = {"pip_install": PipInstall, "pip_uninstall": PipUninstall, "apt_install": AptInstall}[kind]
-        return cls(packages=_strings(p.get("packages")))
+        packages = _strings(p.get("packages"))
+        if kind == "pip_install":
+            return PipInstall(packages=packages)
+        return PipUninstall(packages=packages) if kind == "pip_uninstall" else AptInstall(packages=packages)
     if kind == "ldconfig":
         return Ldconfig()
     if kind == "symlink":

@@ -27,7 +27,10 @@ class RoleContext:
         feed = self.progress
         if feed is None:
             return None
-        return lambda done, total, name="": feed(done, total, name, unit=unit, step=step)
+
+        def report(done: int, total: int, name: str = "") -> None:
+            feed(done, total, name, unit=unit, step=step)
+        return report
 
     def where(self, name: str) -> str:
         return self.origins.get(name, "the inventory or --set")

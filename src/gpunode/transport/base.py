@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from gpunode import shell
 from gpunode.errors import CommandError, tail
@@ -23,6 +23,13 @@ from gpunode.errors import CommandError, tail
 CHUNK = 1 << 20
 
 Stdin = bytes | BinaryIO | None
+
+
+class Sink(Protocol):
+    """Where a command's stdout is streamed: a file, or a progress reader (steps/progress.py)
+    that parses the bytes as they come; only write is used."""
+
+    def write(self, data: bytes, /) -> object: ...
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,7 @@ class Transport(ABC):
         self,
         argv: Sequence[str],
         stdin: Stdin,
-        sink: BinaryIO | None,
+        sink: Sink | None,
         timeout: float | None,
     ) -> tuple[int, bytes, bytes]:
         """Run argv; stream stdin in; stdout into sink if given (else return it)."""
@@ -109,7 +116,7 @@ class Transport(ABC):
         argv: Sequence[str],
         *,
         stdin: Stdin = None,
-        sink: BinaryIO | None = None,
+        sink: Sink | None = None,
         timeout: float | None = None,
         check: bool = False,
         what: str = "",
@@ -168,11 +175,14 @@ class Transport(ABC):
             what=f"writing {dest}",
         )
 
-    def read_file(self, path: str, sink: BinaryIO | None = None) -> bytes:
+    def read_file(self, path: str, sink: Sink | None = None) -> bytes:
         """Read a file; with sink, stream it there and return b''."""
-        buf = sink or io.BytesIO()
+        if sink is not None:
+            self.run(["cat", "--", path], sink=sink, check=True, what=f"reading {path}")
+            return b""
+        buf = io.BytesIO()
         self.run(["cat", "--", path], sink=buf, check=True, what=f"reading {path}")
-        return b"" if sink else buf.getvalue()  # type: ignore[union-attr]
+        return buf.getvalue()
 
     def put_tree(self, local_dir: Path, dest_dir: str) -> None:
         """Stream a local folder into dest_dir as a tar, without holding it in memory."""

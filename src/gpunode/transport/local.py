@@ -6,17 +6,16 @@ import contextlib
 import subprocess
 import threading
 from collections.abc import Sequence
-from typing import BinaryIO
 
 from gpunode.errors import CommandError
-from gpunode.transport.base import CHUNK, Held, Stdin, Transport, feed
+from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed
 
 
 class LocalTransport(Transport):
     def __init__(self, name: str = "local"):
         self.name = name
 
-    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
         try:
             proc = subprocess.Popen(
                 list(argv),

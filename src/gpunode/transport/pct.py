@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import BinaryIO
 
 from gpunode.errors import ConnectError
-from gpunode.transport.base import Held, Result, Stdin, Transport
+from gpunode.transport.base import Held, Result, Sink, Stdin, Transport
 
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {"PATH": CONTAINER_PATH, "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
@@ -38,7 +37,7 @@ class PctTransport(Transport):
         env = [f"{k}={v}" for k, v in BASE_ENV.items()]
         return [self.pct, "exec", str(self.vmid), "--", "env", "-i", *env, *argv]
 
-    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
         return self.host._exec(self.wrap(argv), stdin, sink, timeout)
 
     def hold(self, argv: Sequence[str]) -> Held:

@@ -13,7 +13,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
 
 import paramiko
 from fabric import Connection
@@ -21,7 +20,7 @@ from fabric import Connection
 from gpunode import shell
 from gpunode.errors import ConnectError, HostKeyError
 from gpunode.transport import known_hosts
-from gpunode.transport.base import CHUNK, Held, Stdin, Transport, feed
+from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed
 from gpunode.transport.hostkeys import (
     RefuseUnknown,
     default_known_hosts,
@@ -146,6 +145,8 @@ class SshTransport(Transport):
         client = self._client()
         transport = client.get_transport()
         try:
+            if transport is None:  # _client() connects; None means it closed since
+                raise paramiko.SSHException("the connection is closed")
             chan = transport.open_session()
             chan.exec_command(shell.join(argv))
         except (paramiko.SSHException, EOFError, OSError) as exc:
@@ -155,7 +156,7 @@ class SshTransport(Transport):
         self.commands_run += 1
         return chan
 
-    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: BinaryIO | None, timeout: float | None):
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
         started = time.monotonic()
         if timeout:
             # Enforced on the target: closing the channel alone leaves the command running

@@ -8,6 +8,7 @@ from gpunode.resolve.actions import PipInstall, PipUninstall
 from gpunode.resolve.plan import PlannedLock
 from gpunode.roles.context import RoleContext
 from gpunode.roles.engine.verify import verify_commands
+from gpunode.steps.base import Step
 from gpunode.steps.venv import Venv
 
 
@@ -53,7 +54,8 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     replace = packages(ctx, "before_install", PipUninstall)
     remove = packages(ctx, "after_install", PipUninstall)
     installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
-    steps = [Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
+    steps: list[Step] = [
+             Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,
                   timeout=float(v["engine_install_timeout"]), label=f"engine venv ({plan.pinset})",
                   on_progress=ctx.progress_for("engine", "packages"), on_line=ctx.output,
