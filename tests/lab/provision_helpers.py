@@ -2,11 +2,15 @@
 
 - `FreshContainer`: a container of the test's own (vmid, memory) made from the lab's base rootfs,
   started with systemd, removed afterwards; `sh()` (from `Attached`) runs a script in it through
-  lxc-attach, outside the connections of the run under test.
+  lxc-attach, outside the connections of the run under test. `fresh_container` makes one for a
+  `with` block (the lab's shares checked first); `container_fixture` is a module's `box` fixture
+  made of it.
 - `write_inventory`: a temporary inventory with the lab host of inventory/hosts.yml and only
-  the containers a test names.
+  the containers a test names; `cpu_inventory` for one container of the cpu profile, and
+  `cpu_inventory_fixture` a module's `inventory` fixture of its `box`.
 - `provision`: the real CLI (`inv provision --json ...`) as a subprocess; JSON events are read
   as they stream, so a test can act at a given event (cut the connection, kill the process).
+  `provision_ok` is a run that must succeed.
 - `cut_ssh_sessions`: kill the lab sshd's session processes serving commands in one container,
   which is what a dropped connection looks like to both ends.
 - `units`, `complete`, `snapshot`: what a user checks on the target (systemd's view of each
@@ -23,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +132,30 @@ class FreshContainer(Attached):
         return Path(f"/proc/{pid}/root")
 
 
+@contextlib.contextmanager
+def fresh_container(vmid: int, memory_mb: int, hostname: str, *, wheels: bool = True) -> Iterator[FreshContainer]:
+    """A started FreshContainer for the `with` block (a module's `box` fixture), removed after it;
+    the lab's model share (and wheelhouse, unless wheels=False) checked first."""
+    require_shares(wheels=wheels)
+    box = FreshContainer(vmid, memory_mb, hostname).start()
+    try:
+        yield box
+    finally:
+        box.close()
+
+
+def container_fixture(vmid: int, memory_mb: int, hostname: str, *, wheels: bool = True) -> Any:
+    """A test module's fixture `box` (`box = container_fixture(VMID, ...)`): its own fresh container,
+    made before the module's first test and removed after its last."""
+
+    @pytest.fixture(scope="module", name="box")
+    def box(lab: Any) -> Iterator[FreshContainer]:
+        with fresh_container(vmid, memory_mb, hostname, wheels=wheels) as made:
+            yield made
+
+    return box
+
+
 def snapshot(sh: Callable[..., Sh], dirs: list[str] = WATCHED) -> str:
     return sh(SNAPSHOT, *dirs).out
 
@@ -156,6 +184,22 @@ def write_inventory(path: Path, cts: dict[int, dict[str, Any]]) -> Path:
 def cpu_vars(**extra: Any) -> dict[str, Any]:
     """The cpu profile's variables of container 200 in inventory/hosts.yml, plus `extra`."""
     return {**lab_host()["containers"][paths.CT_CPU]["vars"], **extra}
+
+
+def cpu_inventory(path: Path, vmid: int, **changes: Any) -> Path:
+    """The inventory as a user edits it: the lab host and container `vmid` of the cpu profile plus `changes`."""
+    return write_inventory(path, {vmid: {"vars": cpu_vars(**changes)}})
+
+
+def cpu_inventory_fixture(vmid: int) -> Any:
+    """A test module's fixture `inventory` (`inventory = cpu_inventory_fixture(VMID)`): an inventory
+    with the module's container `box` of the cpu profile."""
+
+    @pytest.fixture(scope="module", name="inventory")
+    def inventory(box: FreshContainer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return cpu_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", vmid)
+
+    return inventory
 
 
 # -- the CLI ------------------------------------------------------------------------------------
@@ -254,6 +298,13 @@ def provision(inventory: Path, vmid: int | None, *args: str, host: str = "lab", 
     run = CliRun(argv, rc, events, other, "".join(err), time.monotonic() - started)
     if timed_out:
         raise AssertionError(f"inv provision did not finish within {timeout:.0f} s\n{run.explain()}")
+    return run
+
+
+def provision_ok(inventory: Path, vmid: int, *args: str) -> CliRun:
+    """`provision` that must succeed; a failure shows every event of the run."""
+    run = provision(inventory, vmid, *args)
+    assert run.rc == 0 and run.recap["succeeded"], run.explain()
     return run
 
 

@@ -25,11 +25,10 @@ from tests.lab.provision_helpers import (
     REPO,
     FreshContainer,
     complete,
-    cpu_vars,
-    provision,
-    require_shares,
+    container_fixture,
+    cpu_inventory_fixture,
+    provision_ok,
     units,
-    write_inventory,
 )
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -41,24 +40,13 @@ ALL = [*SERVERS, "gpunode-router.service"]
 CONFIG = ["/etc/systemd/system", "/etc/gpunode", "/usr/local/lib/gpunode", "/opt/gpunode", "/dev/shm/tiny-qwen3"]
 
 
-@pytest.fixture(scope="module")
-def box(lab):
-    require_shares()
-    b = FreshContainer(VMID, MEMORY_MB, "lab-fleet").start()
-    yield b
-    b.close()
-
-
-@pytest.fixture(scope="module")
-def inventory(box, tmp_path_factory) -> Path:
-    return write_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", {VMID: {"vars": cpu_vars()}})
+box = container_fixture(VMID, MEMORY_MB, "lab-fleet")
+inventory = cpu_inventory_fixture(VMID)
 
 
 @pytest.fixture(scope="module")
 def provisioned(box, inventory) -> str:
-    run = provision(inventory, VMID)
-    assert run.rc == 0 and run.recap["succeeded"], run.explain()
-    return run.events[0]["run"]
+    return provision_ok(inventory, VMID).events[0]["run"]
 
 
 def inv(inventory: Path, *args: str, timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from tests.lab.provision_helpers import INV, REPO, FreshContainer, cpu_vars, provision, require_shares, write_inventory
+from tests.lab.provision_helpers import INV, REPO, container_fixture, cpu_inventory, provision_ok
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -17,20 +17,13 @@ VMID = 258  # made and removed by this module
 MEMORY_MB = 8192  # two vLLM-CPU slots, the router, the staged tiny model
 
 
-@pytest.fixture(scope="module")
-def box(lab):
-    require_shares()
-    b = FreshContainer(VMID, MEMORY_MB, "lab-progress").start()
-    yield b
-    b.close()
+box = container_fixture(VMID, MEMORY_MB, "lab-progress")
 
 
 @pytest.fixture(scope="module")
 def run(box, tmp_path_factory):
-    inventory = write_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", {VMID: {"vars": cpu_vars()}})
-    result = provision(inventory, VMID, "-v")
-    assert result.rc == 0 and result.recap["succeeded"], result.explain()
-    return inventory, result
+    inventory = cpu_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", VMID)
+    return inventory, provision_ok(inventory, VMID, "-v")
 
 
 def of(result, step: str) -> list[dict]:

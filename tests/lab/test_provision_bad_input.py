@@ -20,10 +20,10 @@ from tests.lab.provision_helpers import (
     WATCHED,
     CliRun,
     FreshContainer,
+    container_fixture,
     cpu_vars,
     host_path,
     provision,
-    require_shares,
     snapshot,
     write_inventory,
 )
@@ -35,12 +35,7 @@ MISSING_VMID = 229  # listed in the inventory, never created
 MODELS = f"e2e-{VMID}"  # this module's model folders under the lab's models share
 
 
-@pytest.fixture(scope="module")
-def box(lab):
-    require_shares(wheels=False)
-    b = FreshContainer(VMID, 2048, "lab-bad-input").start()
-    yield b
-    b.close()
+box = container_fixture(VMID, 2048, "lab-bad-input", wheels=False)
 
 
 @pytest.fixture(scope="module")

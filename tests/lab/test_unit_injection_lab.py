@@ -27,13 +27,11 @@ from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, 
 from tests.lab.provision_helpers import (
     INV,
     REPO,
-    FreshContainer,
-    cpu_vars,
+    cpu_inventory,
+    fresh_container,
     poll,
     provision,
-    require_shares,
     snapshot,
-    write_inventory,
 )
 from tests.unit import systemd_parse
 
@@ -48,17 +46,15 @@ EXPECTED_ABSENT = ("is not executable", "No such file or directory", "has fatal 
 
 @pytest.fixture(scope="module")
 def box(lab):
-    require_shares(wheels=False)
-    b = FreshContainer(VMID, 2048, "lab-units").start()
-    b.sh('mkdir -p "$1" && cp -a /mnt/lab/models/tiny-qwen3/. "$1/"', MODEL)
-    yield b
-    b.close()
+    with fresh_container(VMID, 2048, "lab-units", wheels=False) as b:
+        b.sh('mkdir -p "$1" && cp -a /mnt/lab/models/tiny-qwen3/. "$1/"', MODEL)
+        yield b
 
 
 @pytest.fixture(scope="module")
 def inventory(box, tmp_path_factory) -> Path:
-    return write_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", {VMID: {"vars": cpu_vars(
-        model_source=MODEL, weights_server_reserve_bytes=268435456, extra_args=EXTRA)}})
+    return cpu_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", VMID,
+                         model_source=MODEL, weights_server_reserve_bytes=268435456, extra_args=EXTRA)
 
 
 def created(diff: str) -> str:
