@@ -18,9 +18,13 @@ SNIPPETS = (
     # ldconfig's cache can be stale after a bind mount, so look at the files too.
     Snippet("libs", rf"""
 ldconfig -p 2>/dev/null | grep -E 'lib(cuda|nvidia-ml|numa)\.so' | sed 's/^[[:space:]]*/ldconfig: /'
+set --
 for f in {_LIB_GLOBS}; do
-  if [ -e "$f" ] || [ -L "$f" ]; then echo "file: $f -> $(readlink "$f")"; fi
+  if [ -e "$f" ] || [ -L "$f" ]; then set -- "$@" "$f"; fi
 done
+# One stat for every link ("path -> target"), readlink per file where stat cannot.
+[ $# = 0 ] || QUOTING_STYLE=literal stat -c 'file: %N' -- "$@" 2>/dev/null || for f; do
+  echo "file: $f -> $(readlink "$f")"; done
 true"""),
     Snippet("cuda_toolkits", r"""
 for d in /usr/local/cuda /usr/local/cuda-* /opt/cuda /usr/lib/cuda; do
@@ -69,7 +73,10 @@ def parse_libs(text: str) -> Libs:
             target = line.rsplit("=>", 1)[-1].strip()
             names.add(target.rsplit("/", 1)[-1])
         elif line.startswith("file:"):
+            # "file: PATH -> TARGET" (readlink; stat %N), "file: PATH" (stat %N of a plain file);
+            # coreutils before 8.26 quotes both names of %N
             path, _, link = line[len("file:"):].partition(" -> ")
+            path, link = path.strip().strip("'‘’"), link.strip().strip("'‘’")
             names.add(path.strip().rsplit("/", 1)[-1])
             if link.strip():
                 names.add(link.strip().rsplit("/", 1)[-1])

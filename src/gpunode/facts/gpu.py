@@ -36,7 +36,8 @@ SNIPPETS = (
     # before 510 lack compute_cap; stand-ins may not know the query).
     Snippet("nvidia_smi_q", "t nvidia-smi -q",
             when='[ "$rc_nvidia_query" != 0 ] && command -v nvidia-smi >/dev/null 2>&1'),
-    Snippet("driver_proc", "cat /proc/driver/nvidia/version"),
+    Snippet("driver_proc", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done "
+                           "</proc/driver/nvidia/version"),
 )
 
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"

@@ -24,6 +24,8 @@ SNIPPETS = (
     Snippet("model_files", r"""
 [ -d "$GN_MODEL" ] || { echo "no such directory: $GN_MODEL"; exit 2; }
 cd "$GN_MODEL" || exit 2
+# GNU find prints the sizes itself; busybox find has no -printf (its repeated lines are harmless)
+find -L . -maxdepth 3 -type f -printf '%s %p\n' 2>/dev/null && exit 0
 if stat -L -c %s . >/dev/null 2>&1; then find -L . -maxdepth 3 -type f -exec stat -L -c '%s %n' {} +
 else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
     Snippet("model_config", 'cat "$GN_MODEL/config.json"', when=_HAS_MODEL),
@@ -32,7 +34,7 @@ else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
     # od -tu8 reads the host's byte order; every GPU host we serve is little-endian.
     Snippet("model_header", r"""
 f="$GN_MODEL/model.safetensors"
-n=$(od -An -tu8 -N8 "$f" | tr -d ' ')
+n=$(od -An -tu8 -N8 "$f"); n=${n##* }
 case $n in ''|*[!0-9]*) echo "unreadable header length: $n"; exit 3;; esac
 [ "$n" -le 104857600 ] || { echo "header too large: $n bytes"; exit 3; }
 head -c $((8 + n)) "$f" | tail -c "$n" """,

@@ -53,6 +53,9 @@ class Snippet:
     body: str
     #: shell condition; when it is false the section is left out entirely
     when: str = ""
+    #: shell text run once before every section, in the probe's own shell (its variables are
+    #: seen by all sections): one process that serves several sections, such as one df
+    prepare: str = ""
 
 
 def _snippets() -> list[Snippet]:
@@ -64,8 +67,10 @@ def _snippets() -> list[Snippet]:
 
 def script(snippets: Sequence[Snippet] | None = None) -> str:
     """The whole probe as one sh script; arguments: nonce, model, venv, venv root."""
+    chosen = list(snippets if snippets is not None else _snippets())
     parts = [_PRELUDE.lstrip("\n")]
-    for s in snippets if snippets is not None else _snippets():
+    parts += [f"{text.strip()}\n" for text in dict.fromkeys(s.prepare for s in chosen if s.prepare)]
+    for s in chosen:
         if not re.fullmatch(r"[a-z0-9_]+", s.name):
             raise ValueError(f"section name {s.name!r} must be [a-z0-9_]+ (it becomes a file name)")
         # rc_<name> lets a later section depend on an earlier one (the -q fallback).

@@ -9,43 +9,93 @@ import re
 
 from gpunode.facts.probe import Snippet
 
-SNIPPETS = (
-    Snippet("host", 'echo "uname=$(uname -srm)"; echo "hostname=$(cat /proc/sys/kernel/hostname)"; '
-                    'echo "uid=$(id -u)"'),
-    Snippet("os_release", "cat /etc/os-release"),
-    Snippet("glibc", "getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1"),
-    Snippet("pythons", r"""
-for v in 8 9 10 11 12 13 14 15; do p=$(command -v python3.$v) && echo "python3.$v $p"; done
-p=$(command -v python3) && echo "python3 $p $("$p" -V 2>&1)"
-true"""),
-    Snippet("cpus", r"""
-echo "nproc=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)"
-[ -r /sys/fs/cgroup/cpu.max ] && echo "cpu.max=$(cat /sys/fs/cgroup/cpu.max)"
-true"""),
-    Snippet("meminfo", "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo"),
-    # Walk from this process's cgroup up to the root: a limit on any ancestor
-    # applies. cgroup v2 and v1 (hybrid hosts have both).
-    Snippet("memlimit", r"""
-p=$(sed -n 's/^0:://p' /proc/self/cgroup | head -n 1)
+# Builtins (read, case, $(( ))) wherever a file can be read without a process: a no-op run
+# starts this probe on every target, and each process start inside a container costs about
+# as much as parsing its output here.
+_HOST = r"""
+if { read -r s </proc/sys/kernel/ostype && read -r r </proc/sys/kernel/osrelease; } 2>/dev/null; then
+  m=; [ -r /proc/sys/kernel/arch ] && read -r m </proc/sys/kernel/arch; echo "uname=$s $r ${m:-$(uname -m)}"
+else echo "uname=$(uname -srm)"; fi
+h=; read -r h </proc/sys/kernel/hostname; echo "hostname=$h"
+u=; while read -r k _ e _; do case $k in Uid:) u=$e; break;; esac; done </proc/self/status
+echo "uid=${u:-$(id -u)}" """
+
+# command -v's PATH search without a process per name; python3's version from the python3.X
+# it is the same file as (test -ef), `python3 -V` only when it is none of them (a wrapper).
+_PYTHONS = r"""
+found=; set -f; IFS=:
+for v in 8 9 10 11 12 13 14 15; do
+  for dir in $PATH; do if [ -f "$dir/python3.$v" ] && [ -x "$dir/python3.$v" ]; then
+    echo "python3.$v $dir/python3.$v"; found="$found $v=$dir/python3.$v"; break; fi; done
+done
+p=; for dir in $PATH; do if [ -f "$dir/python3" ] && [ -x "$dir/python3" ]; then p=$dir/python3; break; fi; done
+unset IFS
+[ -n "$p" ] || exit 0
+for f in $found; do if [ "$p" -ef "${f#*=}" ]; then echo "python3 $p Python 3.${f%%=*}"; exit 0; fi; done
+echo "python3 $p $("$p" -V 2>&1)" """
+
+# nproc is sched_getaffinity, which /proc/self/status lists as Cpus_allowed_list (0-3,8).
+_CPUS = r"""
+l=; while read -r k v; do case $k in Cpus_allowed_list:) l=$v; break;; esac; done </proc/self/status
+n=0; IFS=,; for r in $l; do case $r in
+  *-*) n=$((n + ${r#*-} - ${r%-*} + 1));; *[0-9]*) n=$((n + 1));; esac; done; unset IFS
+[ "$n" -gt 0 ] || n=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
+echo "nproc=$n"
+[ -r /sys/fs/cgroup/cpu.max ] && read -r x </sys/fs/cgroup/cpu.max && echo "cpu.max=$x"
+true"""
+
+# Walk from this process's cgroup up to the root: a limit on any ancestor applies.
+# cgroup v2 ("0::/path") and v1 ("N:...memory...:/path"; hybrid hosts have both).
+_MEMLIMIT = r"""
+p=; q=
+while IFS=: read -r id ctl path; do
+  case $id:$ctl in 0:) [ -n "$p" ] || p=${path:-/};; [0-9]*:*memory*) [ -n "$q" ] || q=${path:-/};; esac
+done </proc/self/cgroup
 if [ -n "$p" ]; then d=/sys/fs/cgroup${p%/}; while :; do
-  [ -r "$d/memory.max" ] && echo "v2 ${d#/sys/fs/cgroup} $(cat "$d/memory.max")"
+  [ -r "$d/memory.max" ] && read -r x <"$d/memory.max" && echo "v2 ${d#/sys/fs/cgroup} $x"
   [ "$d" = /sys/fs/cgroup ] && break; d=${d%/*}; done; fi
-p=$(sed -n 's/^[0-9]*:[^:]*memory[^:]*:\(.*\)$/\1/p' /proc/self/cgroup | head -n 1)
-if [ -n "$p" ]; then d=/sys/fs/cgroup/memory${p%/}; while :; do
-  [ -r "$d/memory.limit_in_bytes" ] && echo "v1 ${d#/sys/fs/cgroup/memory} $(cat "$d/memory.limit_in_bytes")"
+if [ -n "$q" ]; then d=/sys/fs/cgroup/memory${q%/}; while :; do
+  [ -r "$d/memory.limit_in_bytes" ] && read -r x <"$d/memory.limit_in_bytes" &&
+    echo "v1 ${d#/sys/fs/cgroup/memory} $x"
   [ "$d" = /sys/fs/cgroup/memory ] && break; d=${d%/*}; done; fi
-true"""),
-    Snippet("shm", "df -Pk /dev/shm"),
-    Snippet("disk", r"""
-d=$GN_VENV_ROOT; while [ ! -d "$d" ]; do d=$(dirname "$d"); done
-echo "path=$d"; df -Pk "$d" """),
-    Snippet("container", r"""
-echo "detect_virt=$(systemd-detect-virt -c 2>/dev/null)"
-[ -r /run/systemd/container ] && echo "run_systemd_container=$(cat /run/systemd/container)"
-echo "pid1_env=$(tr '\0' '\n' 2>/dev/null </proc/1/environ | sed -n 's/^container=//p')"
-echo "pid1=$(cat /proc/1/comm 2>/dev/null)"
+true"""
+
+# One df for /dev/shm and the venv root (df -P prints one line per path); the sections
+# below fall back to a df each when its output is not those three lines.
+_DF = r"""
+gn_dir=$GN_VENV_ROOT
+while [ ! -d "$gn_dir" ]; do case $gn_dir in */*) gn_dir=${gn_dir%/*}; gn_dir=${gn_dir:-/};; *) gn_dir=.;; esac; done
+gn_df=$(df -Pk /dev/shm "$gn_dir" 2>/dev/null)
+gn_nl='
+'"""
+
+_LINES = 'set -f; IFS=$gn_nl; set -- $gn_df; unset IFS; [ $# = 3 ]'
+
+# /run/systemd/container is what systemd was told by the container manager at boot; only
+# without it (no systemd, or not in a container) is the manager asked and PID 1's environment read.
+_CONTAINER = r"""
+c=; [ -r /run/systemd/container ] && read -r c </run/systemd/container
+if [ -n "$c" ]; then echo "run_systemd_container=$c"; else
+  echo "detect_virt=$(systemd-detect-virt -c 2>/dev/null)"
+  echo "pid1_env=$(tr '\0' '\n' 2>/dev/null </proc/1/environ | sed -n 's/^container=//p')"; fi
+x=; read -r x 2>/dev/null </proc/1/comm; echo "pid1=$x"
 [ -d /run/systemd/system ] && echo "systemd=yes"
-true"""),
+true"""
+
+SNIPPETS = (
+    Snippet("host", _HOST),
+    Snippet("os_release", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done </etc/os-release"),
+    Snippet("glibc", "getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1"),
+    Snippet("pythons", _PYTHONS),
+    Snippet("cpus", _CPUS),
+    Snippet("meminfo", r"""
+while IFS= read -r l; do case $l in
+  MemTotal:*) printf '%s\n' "$l";; MemAvailable:*) printf '%s\n' "$l"; break;; esac; done </proc/meminfo"""),
+    Snippet("memlimit", _MEMLIMIT),
+    Snippet("shm", f"if {_LINES}; then printf '%s\\n%s\\n' \"$1\" \"$2\"; else df -Pk /dev/shm; fi", prepare=_DF),
+    Snippet("disk", f"""echo "path=$gn_dir"
+if {_LINES}; then printf '%s\\n%s\\n' "$1" "$3"; else df -Pk "$gn_dir"; fi""", prepare=_DF),
+    Snippet("container", _CONTAINER),
 )
 
 # cgroup v1 says "no limit" with a huge page-rounded number, not "max".
