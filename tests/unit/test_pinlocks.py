@@ -72,8 +72,11 @@ def _venv(tmp_path: Path, locked: list[str], lock: str) -> Venv:
 
 def _probe(step: Venv, manifest_spec_hash: str, spec: dict) -> Probe:
     import json
-    manifest = json.dumps({"spec_hash": manifest_spec_hash, "spec": spec, "listing": "abc", "verified_at": "t"})
-    return Probe(0, f"@@section python\n3.11\n@@section manifest\n{manifest}\n@@section listing\nabc\n")
+
+    from gpunode.steps.venv import listing_hash
+    manifest = json.dumps({"spec_hash": manifest_spec_hash, "spec": spec, "listing": listing_hash(["a", "b"]),
+                           "verified_at": "t"})
+    return Probe(0, f"@@section python\nversion = 3.11.2\n@@section manifest\n{manifest}\n@@section listing\na\nb\n")
 
 
 def test_an_unchanged_lock_is_a_no_op_and_a_changed_one_names_what_moved(tmp_path):

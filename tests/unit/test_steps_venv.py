@@ -1,9 +1,11 @@
 """Venv step: a real venv, offline installs from a real (tiny) wheelhouse."""
 
 import json
+import shutil
 
 import pytest
 
+from gpunode.engine import probe
 from gpunode.errors import StepError
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.venv import Venv
@@ -77,3 +79,54 @@ def test_failed_verification_leaves_no_manifest(tmp_path, wheelhouse):
     with pytest.raises(StepError, match=r"verifying with `python -c 'import torch'` in .*set-a failed"):
         step.apply(t)
     assert not (tmp_path / "venvs/set-a/gpunode-lock.json").exists()
+
+
+# What the probe and the manifest hashed before the listing moved into the shell and here: every
+# manifest written earlier holds this pipeline's answer, so a no-op must still match it.
+_OLD_LISTING = 'ls "$1"/lib/python3*/site-packages | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16'
+
+
+def test_listing_hash_is_the_one_earlier_manifests_hold(tmp_path, wheelhouse):
+    t = LocalTransport()
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"])
+    step.apply(t)
+    (site,) = (tmp_path / "venvs/set-a/lib").glob("python3*/site-packages")
+    for name in ("Zeta.pth", "a b.py", "_under", "__pycache__", "~tilde"):  # C order: upper, '_', lower, '~'
+        (site / name).mkdir() if name in ("_under", "__pycache__") else (site / name).write_text("")
+    (site / "dangling.pth").symlink_to(site / "gone")
+    old = t.run(["sh", "-c", _OLD_LISTING, "sh", step.path], check=True).stdout.strip()
+    manifest = json.loads((tmp_path / "venvs/set-a/gpunode-lock.json").read_text())
+    manifest["listing"] = old  # as an earlier gpunode wrote it
+    (tmp_path / "venvs/set-a/gpunode-lock.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    assert isinstance(_check(step, t), NoChange)
+
+
+def test_drift_through_the_batch_a_removed_package_dir_or_interpreter(tmp_path, wheelhouse):
+    t = LocalTransport()
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"])
+    step.apply(t)
+    [same] = probe.run_batch(t, [step.probe()])
+    assert isinstance(step.check(same), NoChange)
+    (site,) = (tmp_path / "venvs/set-a/lib").glob("python3*/site-packages")
+    shutil.rmtree(site / "gpn_kernel")  # a package deleted by hand
+    [gone] = probe.run_batch(t, [step.probe()])
+    drift = step.check(gone)
+    assert isinstance(drift, Change) and "site-packages changed since it was verified" in drift.summary
+    (tmp_path / "venvs/set-a/bin/python").unlink()
+    [nopy] = probe.run_batch(t, [step.probe()])
+    assert step.check(nopy).summary.startswith("create venv")
+
+
+def test_the_probe_starts_no_program_but_cat(tmp_path, wheelhouse):
+    t = LocalTransport()
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"])
+    step.apply(t)
+    log = tmp_path / "execve.log"
+    traced = ["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log), "sh", "-s"]
+    text = probe.build([step.probe()], "gpunode-0123456789abcdef")
+    out = t.run(traced, stdin=text.encode(), check=True).stdout
+    [result] = probe.parse(out, 1, "gpunode-0123456789abcdef")
+    assert isinstance(step.check(result), NoChange)
+    started = [line.split('execve("', 1)[1].split('"', 1)[0] for line in log.read_text().splitlines()
+               if "execve(" in line and line.rstrip().endswith("= 0")]
+    assert [p.rsplit("/", 1)[-1] for p in started] == ["sh", "cat"], started

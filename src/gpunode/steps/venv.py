@@ -28,20 +28,37 @@ from gpunode.transport.base import Transport
 MANIFEST = "gpunode-lock.json"
 LOCKED = "gpunode-requirements.txt"
 
+# The entries of site-packages, one per line: a glob, no ls (hashed here, by listing_hash).
+_NAMES = r"""for f in "$v"/lib/python3*/site-packages/*; do
+  if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\n' "${f##*/}"; fi
+done
+"""
+
+# Every line but one is the shell's own work (the probe is a subshell of the batch, engine/probe.py):
+# pyvenv.cfg is read with `read` (starting python would cost a process start on every no-op),
+# site-packages is listed by _NAMES. Only the manifest costs a process: `cat` starts faster than
+# dash reads 5 KB with `read`, byte by byte.
 _PROBE = r"""
 v=$1
 echo "@@section python"
-# pyvenv.cfg names the interpreter's version; starting python here would cost a
-# process start on every no-op run.
-[ -x "$v/bin/python" ] && sed -n 's/^version\(_info\)\{0,1\} *= *\([0-9]*\.[0-9]*\).*/\2/p' "$v/pyvenv.cfg" 2>/dev/null
-echo "@@section manifest"; cat "$v/gpunode-lock.json" 2>/dev/null || true
+if [ -x "$v/bin/python" ] && [ -f "$v/pyvenv.cfg" ]; then
+  while IFS= read -r l || [ -n "$l" ]; do case $l in version*) printf '%s\n' "$l";; esac; done < "$v/pyvenv.cfg"
+fi
+echo "@@section manifest"
+[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"
 echo "@@section listing"
-ls "$v"/lib/python3*/site-packages 2>/dev/null | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16
-"""
+""" + _NAMES
 
-# The same listing as the probe's. __pycache__ is left out: the first import of a top-level
-# module (typing_extensions.py) by the running server creates it after the verification.
-_LISTING = 'ls "$1"/lib/python3*/site-packages | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16'
+# The same listing, for the manifest written after a verify.
+_LISTING = "v=$1\n" + _NAMES
+
+
+def listing_hash(names: list[str]) -> str:
+    """What `ls site-packages | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16` printed
+    (the manifests of earlier runs hold that). __pycache__ is left out: the first import of a
+    top-level module (typing_extensions.py) by the running server creates it after the verification."""
+    kept = sorted((n for n in names if n and n != "__pycache__"), key=lambda n: n.encode("utf-8", "surrogateescape"))
+    return hashlib.sha256("".join(n + "\n" for n in kept).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
 @dataclass
@@ -127,8 +144,7 @@ class Venv(Step):
                           "(no lock manifest: a previous install did not finish)")
         if manifest.get("spec_hash") != self.spec_hash():
             return Change(f"reinstall {self.path}: {_spec_delta(manifest.get('spec', {}), self.spec())}")
-        listing = (sections.get("listing") or [""])[0]
-        if manifest.get("listing") != listing:
+        if manifest.get("listing") != listing_hash(sections.get("listing", [])):
             return Change(f"re-verify {self.path}: site-packages changed since it was verified")
         what = (f"lock {self.lock}" if self.locked else
                 f"{len(self.requirements)} requirements, spec {self.spec_hash()[:8]}")
@@ -158,7 +174,8 @@ class Venv(Step):
         for argv in self.verify:
             self._run(target, ["env", f"PATH={bin_}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                f"VIRTUAL_ENV={self.path}", *argv], f"verifying with `{shell.join(argv)[:80]}`")
-        listing = self._run(target, shell.sh(_LISTING, self.path), "listing site-packages").stdout.strip()
+        listing = listing_hash(self._run(target, shell.sh(_LISTING, self.path), "listing site-packages").stdout
+                                .splitlines())
         stamp = self._run(target, ["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"], "reading the clock").stdout.strip()
         manifest = {"spec_hash": self.spec_hash(), "spec": self.spec(), "listing": listing, "verified_at": stamp}
         target.write_file(f"{self.path}/{MANIFEST}", (json.dumps(manifest, indent=1) + "\n").encode())
