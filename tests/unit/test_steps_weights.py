@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gpunode.engine import probe
 from gpunode.errors import StepError
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.weights import StagedWeights
@@ -108,8 +109,9 @@ def test_missing_source_is_a_clear_error(tmp_path):
 
 
 def _probe(avail: int, limit: str) -> Probe:
-    out = ("@@section source\nmodel.safetensors\t53687091200\t1.0\n@@section manifest\n@@section staged\n"
-           f"@@section space\n{avail} {avail}\n@@section memlimit\n{limit}\n")
+    # df prints a header line first (`df -B1 --output=avail,size`)
+    out = ("@@section found\n/mnt/models/q\tmodel.safetensors\t53687091200\t1.0\n@@section manifest\n"
+           f"@@section space\n    Avail 1B-blocks\n{avail} {avail}\n@@section memlimit\n{limit}\n")
     return Probe(0, out)
 
 
@@ -124,3 +126,49 @@ def test_memory_limit_counts_shm_and_servers():
     with pytest.raises(StepError, match=r"memory limit \(64.0 GiB\) cannot hold the staged model \(50.0 GiB\) "
                                         r"next to the servers \(16.0 GiB\)"):
         step.check(_probe(100 << 30, str(64 << 30)))
+
+
+def test_drift_through_the_batch_a_truncated_shard_or_a_deleted_file_restages(tmp_path):
+    t = LocalTransport()
+    src = _model(tmp_path)
+    step = StagedWeights(source=str(src), dest=str(tmp_path / "shm" / "m"), script=SCRIPT)
+    step.apply(t)
+    [same] = probe.run_batch(t, [step.probe()])
+    assert isinstance(step.check(same), NoChange)
+    shard = tmp_path / "shm" / "m" / "model-00001-of-00002.safetensors"
+    with shard.open("r+b") as f:
+        f.truncate(4_000_000)  # a shard cut short (a full /dev/shm, a hand edit)
+    [cut] = probe.run_batch(t, [step.probe()])
+    change = step.check(cut)
+    assert isinstance(change, Change) and change.summary.startswith("stage 4 files")
+    assert "resuming, 2.9 MiB already there" in change.summary  # the other three files count as staged
+    step.apply(t)
+    assert isinstance(step.check(probe.run_batch(t, [step.probe()])[0]), NoChange)
+    (tmp_path / "shm" / "m" / "tok" / "tokenizer.json").unlink()
+    assert isinstance(step.check(probe.run_batch(t, [step.probe()])[0]), Change)
+
+
+def test_a_new_source_file_is_drift_and_the_engine_files_in_the_source_are_not(tmp_path):
+    t = LocalTransport()
+    src = _model(tmp_path)
+    step = StagedWeights(source=str(src), dest=str(tmp_path / "shm" / "m"), script=SCRIPT)
+    step.apply(t)
+    (src / ".gpunode-note").write_text("x")  # ! -name '.gpunode-*' in the source, as stage-weights.sh lists it
+    assert isinstance(_check(step, t), NoChange)
+    (src / "extra.json").write_text("{}")
+    assert isinstance(_check(step, t), Change)
+
+
+def test_the_probe_starts_no_program_but_find_cat_and_df(tmp_path):
+    t = LocalTransport()
+    src = _model(tmp_path)
+    step = StagedWeights(source=str(src), dest=str(tmp_path / "shm" / "m"), script=SCRIPT)
+    step.apply(t)
+    log = tmp_path / "execve.log"
+    nonce = "gpunode-0123456789abcdef"
+    out = t.run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log), "sh", "-s"],
+                stdin=probe.build([step.probe()], nonce).encode(), check=True).stdout
+    assert isinstance(step.check(probe.parse(out, 1, nonce)[0]), NoChange)
+    started = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1]
+               for line in log.read_text().splitlines() if "execve(" in line and line.rstrip().endswith("= 0")]
+    assert started == ["sh", "find", "cat", "df"], started

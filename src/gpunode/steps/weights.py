@@ -18,21 +18,32 @@ from gpunode.transport.base import Transport
 
 STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 
+# One find over the source and the staged copy (each line starts with its folder, %H), sorted
+# here; the rest is the shell's own work but the manifest's cat and df (the probe runs as a
+# subshell of the batch, engine/probe.py): no sort, tail, dirname or cat of a cgroup file.
 _PROBE = r"""
 src=$1; dest=$2
-echo "@@section source"
-if [ -d "$src" ]; then (cd "$src" && find . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n' | LC_ALL=C sort)
-else echo "@@missing"; fi
+echo "@@section found"
+if [ ! -d "$src" ]; then echo "@@missing"
+elif [ -d "$dest" ]; then find -H "$src" "$dest" -type f -printf '%H\t%P\t%s\t%T@\n'
+else find -H "$src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
 echo "@@section manifest"
-cat "$dest/.gpunode-manifest" 2>/dev/null || true
-echo "@@section staged"
-[ -d "$dest" ] && (cd "$dest" && find . -type f -printf '%P\t%s\n' | LC_ALL=C sort) || true
+[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"
 echo "@@section space"
-parent=$dest; while [ ! -d "$parent" ]; do parent=$(dirname "$parent"); done
-df -B1 --output=avail,size "$parent" | tail -n 1
+parent=$dest
+while [ ! -d "$parent" ]; do case $parent in */*) parent=${parent%/*}; parent=${parent:-/} ;; *) parent=. ;; esac; done
+df -B1 --output=avail,size "$parent"
 echo "@@section memlimit"
-cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || echo max
+for m in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
+  if [ -r "$m" ] && read -r l < "$m"; then echo "$l"; exit 0; fi
+done
+echo max
 """
+
+
+def _c_sorted(lines: list[str]) -> list[str]:
+    """In the order of `LC_ALL=C sort` (bytes), as stage-weights.sh writes the manifest."""
+    return sorted(lines, key=lambda line: line.encode("utf-8", "surrogateescape"))
 
 
 def human(n: float) -> str:
@@ -82,16 +93,20 @@ class StagedWeights(Step):
 
     def check(self, probe: Probe) -> Outcome:
         s = _sections(probe.output)
-        source = s.get("source", [])
-        if source == ["@@missing"]:
+        found = s.get("found", [])
+        if found == ["@@missing"]:
             raise StepError(f"model source folder {self.source} does not exist on the target",
                             hint="check model_source in the inventory, and that the host folder is mounted "
                             "into the container (a Proxmox mpN: entry)")
+        rows = [line.split("\t") for line in found if line.count("\t") == 3]
+        # The source's own files (the engine's .gpunode-* bookkeeping left out) as "path, size, mtime".
+        source = _c_sorted(["\t".join(r[1:]) for r in rows
+                            if r[0] == self.source and not r[1].rsplit("/", 1)[-1].startswith(".gpunode-")])
         if not source:
             raise StepError(f"model source folder {self.source} is empty", hint="point model_source at the model")
         files = [line.split("\t") for line in source]
         total = sum(int(f[1]) for f in files)
-        staged = dict(line.split("\t") for line in s.get("staged", []) if "\t" in line)
+        staged = {r[1]: r[2] for r in rows if r[0] == self.dest}
         if s.get("manifest", []) == source and all(staged.get(f[0]) == f[1] for f in files):
             return NoChange(f"{len(files)} files ({human(total)}) already staged in {self.dest}, "
                             "sizes match the source manifest")
@@ -103,7 +118,7 @@ class StagedWeights(Step):
         return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}{resume}")
 
     def _preflight(self, s: dict[str, list[str]], total: int, need: int) -> None:
-        space = (s.get("space") or ["0 0"])[0].split()
+        space = (s.get("space") or ["0 0"])[-1].split()  # df's last line: its first is the header
         avail, size = int(space[0]), int(space[1])
         if need > avail:
             raise StepError(
