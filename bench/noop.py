@@ -23,10 +23,13 @@ containers are removed at the end.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpunode import inventory, pipeline, roles
@@ -86,6 +89,44 @@ def connect(host) -> SshTransport:
                                     key_file=host.key, host_key=host.host_key, known_hosts=host.known_hosts))
 
 
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Cost:
+    wall: float         # median seconds of one call
+    here: float         # CPU seconds one call costs in this process
+    host: float         # ... in the lab host's sshd session and its children (pct, lxc-attach, the container's)
+    others: float       # cores the rest of the machine kept busy meanwhile (other users of the shared cores)
+
+    @property
+    def cpu(self) -> float:
+        return self.here + self.host
+
+
+def sshd_session(ssh: SshTransport) -> int:
+    """The lab sshd's process serving this connection: every command's process tree is its child, so the
+    CPU time of pct, lxc-attach and what runs in the container adds up in its reaped children's time."""
+    return int(ssh.run(["sh", "-c", "echo $PPID"], check=True).stdout.strip())
+
+
+def cpu_now(session: int) -> tuple[float, float, float]:
+    """CPU seconds so far: this process (all threads), the sshd session's tree, every core of the machine."""
+    fields = Path(f"/proc/{session}/stat").read_text().rsplit(")", 1)[1].split()
+    host = sum(int(x) for x in fields[11:15]) / CLK  # utime stime cutime cstime
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in Path("/proc/stat").read_text().split()[1:8])
+    mine = resource.getrusage(resource.RUSAGE_SELF)
+    return mine.ru_utime + mine.ru_stime, host, (user + nice + system + irq + softirq) / CLK
+
+
+def timed_cpu(fn, repeat: int, session: int) -> tuple[Cost, object]:
+    started, before = time.perf_counter(), cpu_now(session)
+    wall, last = median_time(fn, repeat)
+    after, elapsed = cpu_now(session), time.perf_counter() - started
+    here, host, machine = ((a - b) for a, b in zip(after, before, strict=True))
+    return Cost(wall, here / repeat, host / repeat, max(0.0, machine - here - host) / elapsed), last
+
+
 def group_rows(ssh: SshTransport, host, pct_s: float, repeat: int) -> list[str]:
     from gpunode.lab import containers
 
@@ -102,19 +143,33 @@ def group_rows(ssh: SshTransport, host, pct_s: float, repeat: int) -> list[str]:
         bad = [r for r in first if r.error or r.failed]
         if bad:
             raise SystemExit(f"demo role did not converge on {bad[0].target}: {bad[0].error}")
-        one_s, _ = median_time(lambda: run_target(cts[0], plan), repeat)
-        all_s, recaps = median_time(lambda: run_targets([(ct, plan) for ct in cts], forks=len(cts)), repeat)
-        changed = sum(r.changed for r in recaps)
-        trips = sum(r.round_trips for r in recaps)
-        ratio = all_s / one_s
-        return [f"  demo role no-op on 1 fresh container                 {one_s * 1000:8.1f} ms  "
-                f"ratio {one_s / pct_s:5.1f}x",
-                f"  demo role no-op on {len(cts)} containers at once (forks {len(cts)})  {all_s * 1000:8.1f} ms  "
-                f"({changed} changed, {trips} pct calls)  {len(cts)} vs 1: {ratio:4.2f}x "
-                f"{goal(ratio, GOALS['group'])}"]
+        session = sshd_session(ssh)
+        bare, _ = timed_cpu(lambda: cts[0].run(["true"], check=True), max(repeat, 11), session)
+        one, _ = timed_cpu(lambda: run_target(cts[0], plan), repeat, session)
+        many, recaps = timed_cpu(lambda: run_targets([(ct, plan) for ct in cts], forks=len(cts)), repeat, session)
     finally:
         for box in boxes:
             containers.remove(box)
+    return fan_out_rows(len(cts), pct_s, bare, one, many, recaps)
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms"
+
+
+def fan_out_rows(n: int, pct_s: float, bare: Cost, one: Cost, many: Cost, recaps) -> list[str]:
+    cores = len(os.sched_getaffinity(0))
+    ratio = many.wall / one.wall
+    # n targets' CPU time spread evenly over every core with nothing else running: no fan-out beats that.
+    floor = max(1.0, many.cpu / cores / one.wall)
+    return [f"  demo role no-op on 1 fresh container                 {one.wall * 1000:8.1f} ms  "
+            f"ratio {one.wall / pct_s:5.1f}x  (CPU {ms(one.here)} here + {ms(one.host)} on the host)",
+            f"  demo role no-op on {n} containers at once (forks {n})  {many.wall * 1000:8.1f} ms  "
+            f"({sum(r.changed for r in recaps)} changed, {sum(r.round_trips for r in recaps)} pct calls)  "
+            f"{n} vs 1: {ratio:4.2f}x {goal(ratio, GOALS['group'])}",
+            f"  CPU floor: the {n} cost {ms(many.cpu)} CPU ({ms(many.here)} here, {ms(many.host)} sshd, pct and "
+            f"the containers; one bare pct exec {ms(bare.host)}), {ms(many.cpu / cores)} on {cores} cores: "
+            f"{n} vs 1 >= {floor:4.2f}x on this machine (others kept {many.others:.1f} cores busy meanwhile)"]
 
 
 def main() -> None:
