@@ -11,7 +11,7 @@ from gpunode.engine import journal, lock
 from gpunode.engine.lock import Owner
 from gpunode.errors import InventoryError, StepError, tail
 from gpunode.fleet.status import Report, Unit
-from gpunode.steps.health import Endpoint, Ready
+from gpunode.steps.health import Endpoint, Ready, router_admits
 from gpunode.transport.base import Transport
 
 ACTIONS = ("start", "stop", "restart")
@@ -63,37 +63,16 @@ def endpoints(report: Report, units: list[Unit]) -> list[Endpoint]:
     return out
 
 
-# The router admits a (re)started worker only after its own health check (every 10 s in the
-# plan): until then `inv status` would call it unhealthy. Wait for the router's /workers to
-# list each url healthy; a url it does not list at all (another router) is not waited for.
-_ROUTER_WAIT = r"""
-port=$1; deadline=$(( $(date +%s) + $2 )); shift 2; auth=$(cat)
-for url; do
-  while :; do
-    rows=$(printf '%s\n' "$auth" | curl -s --max-time 3 -K - "http://127.0.0.1:$port/workers" 2>/dev/null | tr '}' '\n')
-    row=$(printf '%s\n' "$rows" | grep -F "\"url\":\"$url\"")
-    [ -z "$row" ] && { echo "@@unlisted $url"; break; }
-    case "$row" in *'"is_healthy":true'*) echo "@@healthy $url"; break;; esac
-    [ "$(date +%s)" -ge "$deadline" ] && { echo "@@timeout $url"; exit 4; }
-    sleep 1
-  done
-done
-"""
-
 _STATES = r"""for u; do printf '%s %s\n' "$u" "$(systemctl show -P ActiveState "$u")"; done"""
 
 
 def _router_admits(target: Transport, report: Report, units: list[Unit], grace_s: int, auth: str) -> None:
+    # The router admits a (re)started worker only after its own health check: until then
+    # `inv status` would call it unhealthy.
     router = next((u for u in report.units if u.kind == "router" and u.port), None)
     urls = [f"http://127.0.0.1:{u.port}" for u in units if u.kind == "server" and u.port]
-    if router is None or not urls:
-        return
-    r = target.run(["sh", "-c", _ROUTER_WAIT, "sh", str(router.port), str(grace_s), *urls], stdin=auth.encode(),
-                   timeout=grace_s + 60)
-    if r.exit_code == 4:
-        late = [x.split(" ", 1)[1] for x in r.stdout.splitlines() if x.startswith("@@timeout")]
-        raise StepError(f"the router still marks {', '.join(late)} unhealthy after {grace_s}s", target=target.name,
-                        hint="the server answers itself; inv logs --router says why the router does not admit it")
+    if router is not None and router.port and urls:
+        router_admits(target, router.port, urls, grace_s, auth)
 
 
 def act(target: Transport, report: Report, action: str, units: list[Unit], owner: Owner, state_dir: str,

@@ -162,17 +162,8 @@ class Ready(Step):
     def _router_admits(self, target: Transport) -> None:
         router = next((e for e in self.endpoints if e.name == "router"), None)
         servers = [e.url for e in self.endpoints if e.name != "router"]
-        if router is None or not servers:
-            return
-        port = router.url.rsplit(":", 1)[1]
-        r = target.run(shell.sh(_ADMITTED, port, str(self.ask_s), *servers), stdin=self.auth.encode(),
-                       timeout=self.ask_s + 60)
-        if not r.ok:
-            late = next((x.split()[1:] for x in r.stdout.splitlines() if x.startswith("@@unadmitted")), [])
-            raise StepError(f"the router does not list {', '.join(late) or 'every server'} as a healthy worker "
-                            f"after {self.ask_s}s", target=target.name,
-                            hint="the servers answer themselves; `inv logs --router` says why the router keeps "
-                                 "them out")
+        if router is not None and servers:
+            router_admits(target, int(router.url.rsplit(":", 1)[1]), servers, self.ask_s, self.auth)
 
     def _fail(self, target: Transport, out: str, code: int) -> None:
         unit = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(("@@failed", "@@timeout"))),
@@ -182,3 +173,15 @@ class Ready(Step):
         raise StepError(f"{unit} {why}", target=target.name, evidence="last journal lines:\n" + tail(journal, 30),
                         hint="fix the cause shown above, then re-run; raise ready_grace_s if the model "
                         "is just slow to load")
+
+
+def router_admits(target: Transport, port: int, servers: list[str], wait_s: int | float, auth: str = "") -> None:
+    """Wait until the router on port lists every server url as a healthy worker (provision's
+    readiness and inv start/restart share it); StepError naming the ones it keeps out."""
+    r = target.run(shell.sh(_ADMITTED, str(port), str(int(wait_s)), *servers), stdin=auth.encode(),
+                   timeout=wait_s + 60)
+    if not r.ok:
+        late = next((x.split()[1:] for x in r.stdout.splitlines() if x.startswith("@@unadmitted")), [])
+        raise StepError(f"the router does not list {', '.join(late) or 'every server'} as a healthy worker "
+                        f"after {int(wait_s)}s", target=target.name,
+                        hint="the servers answer themselves; `inv logs --router` says why the router keeps them out")
