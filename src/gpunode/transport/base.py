@@ -9,16 +9,18 @@ an SSH command line built by gpunode.shell, `pct exec -- ...`).
 from __future__ import annotations
 
 import io
-import tarfile
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from gpunode import shell
 from gpunode.errors import CommandError, tail
+
+if TYPE_CHECKING:  # tarfile costs ~14 ms to import; only tree transfers use it
+    import tarfile
 
 CHUNK = 1 << 20
 
@@ -187,6 +189,7 @@ class Transport(ABC):
     def put_tree(self, local_dir: Path, dest_dir: str) -> None:
         """Stream a local folder into dest_dir as a tar, without holding it in memory."""
         import os
+        import tarfile
         import threading
 
         r, w = os.pipe()
@@ -215,6 +218,7 @@ class Transport(ABC):
         """Stream a folder of the target into a local folder."""
         local_dir.mkdir(parents=True, exist_ok=True)
         import os
+        import tarfile
         import threading
 
         r, w = os.pipe()
@@ -255,6 +259,8 @@ def extract_data(tar: tarfile.TarFile, dest: Path) -> None:
     no member outside `dest` (`..`, or a link pointing out; a leading / is dropped), no devices, no setuid or
     group/other write bits. The filter itself is used where it exists; Debian 12's Python 3.11.2
     predates it (3.11.4), so there the same rules are applied here."""
+    import tarfile
+
     if hasattr(tarfile, "data_filter"):
         tar.extractall(str(dest), filter="data")
         return
