@@ -10,7 +10,8 @@
   `cpu_inventory_fixture` a module's `inventory` fixture of its `box`.
 - `provision`: the real CLI (`inv provision --json ...`) as a subprocess; JSON events are read
   as they stream, so a test can act at a given event (cut the connection, kill the process).
-  `provision_ok` is a run that must succeed.
+  `provision_ok` is a run that must succeed; `resolve_plan` is `inv resolve --json`, the plan
+  a test checks the run against (docs/resolve.md).
 - `cut_ssh_sessions`: kill the lab sshd's session processes serving commands in one container,
   which is what a dropped connection looks like to both ends.
 - `units`, `complete`, `snapshot`: what a user checks on the target (systemd's view of each
@@ -306,6 +307,14 @@ def provision_ok(inventory: Path, vmid: int, *args: str) -> CliRun:
     run = provision(inventory, vmid, *args)
     assert run.rc == 0 and run.recap["succeeded"], run.explain()
     return run
+
+
+def resolve_plan(inventory: Path, vmid: int) -> dict[str, Any]:
+    """The resolver's plan for the container (`inv resolve --json`): engine, venv, servers, ports, router."""
+    proc = subprocess.run([str(INV), "resolve", "-i", str(inventory), "--host", "lab", "--ct", str(vmid), "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
 
 
 def kill(proc: subprocess.Popen) -> None:

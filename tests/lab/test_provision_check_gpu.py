@@ -12,7 +12,6 @@ docs/resolve.md), so nothing here hard-codes which pin set the knowledge base pi
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from dataclasses import replace
@@ -23,7 +22,16 @@ import pytest
 from gpunode.lab import containers, paths
 from gpunode.lab.node import _install_nvidia_smi
 from gpunode.steps.unitfmt import exec_line
-from tests.lab.provision_helpers import INV, REPO, FreshContainer, lab_host, provision, snapshot, write_inventory
+from tests.lab.provision_helpers import (
+    INV,
+    REPO,
+    FreshContainer,
+    lab_host,
+    provision,
+    resolve_plan,
+    snapshot,
+    write_inventory,
+)
 
 pytestmark = pytest.mark.lab
 
@@ -54,10 +62,7 @@ def inventory(gpu, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def plan(inventory) -> dict:
-    proc = subprocess.run([str(INV), "resolve", "-i", str(inventory), "--host", "lab", "--ct", str(VMID), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return resolve_plan(inventory, VMID)
 
 
 def check_text(inventory: Path) -> subprocess.CompletedProcess:

@@ -26,7 +26,6 @@ import os
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -37,18 +36,21 @@ from tests.lab.provision_helpers import (
     TINY_MODEL,
     FreshContainer,
     complete,
+    container_fixture,
+    cpu_inventory,
+    cpu_inventory_fixture,
     cpu_vars,
     cut_ssh_sessions,
     host_path,
     kill,
     poll,
     provision,
-    require_shares,
+    provision_ok,
+    resolve_plan,
     restarted,
     staged,
     stray_temp_files,
     units,
-    write_inventory,
 )
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -59,33 +61,13 @@ UNIT_DIR = "/etc/systemd/system"
 MiB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def box(lab):
-    require_shares()
-    b = FreshContainer(VMID, MEMORY_MB, "lab-provision").start()
-    yield b
-    b.close()
-
-
-@pytest.fixture(scope="module")
-def inventory(box, tmp_path_factory) -> Path:
-    return configure(tmp_path_factory.mktemp("inv") / "hosts.yml")
-
-
-def configure(path: Path, **changes) -> Path:
-    """The inventory as a user edits it: the lab's cpu profile plus `changes`."""
-    return write_inventory(path, {VMID: {"vars": cpu_vars(**changes)}})
+box = container_fixture(VMID, MEMORY_MB, "lab-provision")
+inventory = cpu_inventory_fixture(VMID)
 
 
 @pytest.fixture(scope="module")
 def plan(inventory) -> dict:
-    """The resolver's plan for the fresh container: venv, server names and ports, router."""
-    import json
-
-    proc = subprocess.run([str(INV), "resolve", "-i", str(inventory), "--host", "lab", "--ct", str(VMID), "--json"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return resolve_plan(inventory, VMID)
 
 
 def servers(plan: dict) -> list[str]:
@@ -143,8 +125,7 @@ def test_1_a_cut_during_the_engine_venv_install_fails_cleanly(box, inventory, pl
 
 
 def test_2_the_rerun_converges_and_every_endpoint_answers_a_completion(box, inventory, plan):
-    run = provision(inventory, VMID)
-    assert run.rc == 0 and run.recap["succeeded"], run.explain()
+    run = provision_ok(inventory, VMID)
     assert {e["status"] for e in run.of("step") if e["role"] == "base"} == {"ok"}, "base was done by the cut run"
     assert run.status(engine_step(plan)) == "changed"
     assert "no lock manifest: a previous install did not finish" in run.event(engine_step(plan))["reason"]
@@ -172,7 +153,7 @@ def test_3_a_second_run_changes_nothing_and_restarts_nothing(box, inventory, pla
 
 def test_4_a_router_argument_change_restarts_only_the_router(box, inventory, plan):
     policy = "random" if plan["router"]["policy"] != "random" else "round_robin"
-    configure(inventory, router_policy=policy)
+    cpu_inventory(inventory, VMID, router_policy=policy)
     before = units(box, every_unit(plan))
     run = provision(inventory, VMID)
     after = units(box, every_unit(plan))
@@ -189,8 +170,8 @@ def test_4_a_router_argument_change_restarts_only_the_router(box, inventory, pla
 def test_5_a_server_argument_change_restarts_both_servers_not_the_router(box, inventory, plan):
     argv = plan["servers"][0]["argv"]
     assert argv[argv.index("--max-num-seqs") + 1] != "32"
-    configure(inventory, router_policy="random" if plan["router"]["policy"] != "random" else "round_robin",
-              max_num_seqs=32)
+    cpu_inventory(inventory, VMID, max_num_seqs=32,
+                  router_policy="random" if plan["router"]["policy"] != "random" else "round_robin")
     before = units(box, every_unit(plan))
     run = provision(inventory, VMID)
     after = units(box, every_unit(plan))
@@ -207,8 +188,8 @@ def test_5_a_server_argument_change_restarts_both_servers_not_the_router(box, in
 
 def test_6_killed_after_a_unit_file_changed_the_rerun_fires_the_restart_it_had_recorded(box, inventory, plan):
     first, *others = servers(plan)
-    configure(inventory, router_policy="random" if plan["router"]["policy"] != "random" else "round_robin",
-              max_num_seqs=16)
+    cpu_inventory(inventory, VMID, max_num_seqs=16,
+                  router_policy="random" if plan["router"]["policy"] != "random" else "round_robin")
     before = units(box, every_unit(plan))
 
     def on_event(event, proc) -> None:

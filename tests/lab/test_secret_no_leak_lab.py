@@ -49,11 +49,11 @@ from tests.lab.provision_helpers import (
     CliRun,
     FreshContainer,
     _ps,
+    container_fixture,
     cpu_vars,
     lab_host,
     poll,
     provision,
-    require_shares,
     snapshot,
 )
 
@@ -80,12 +80,7 @@ def leaks(text: str) -> list[str]:
     return [name for name, core in CORES.items() if core in text]
 
 
-@pytest.fixture(scope="module")
-def box(lab):
-    require_shares()
-    b = FreshContainer(VMID, MEMORY_MB, "lab-secrets").start()
-    yield b
-    b.close()
+box = container_fixture(VMID, MEMORY_MB, "lab-secrets")
 
 
 def write(path: Path, **container_vars: Any) -> Path:
