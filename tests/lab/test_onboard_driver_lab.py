@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from gpunode.facts import gpu as gpufacts
-from gpunode.lab import containers, gpuhost, paths, pve_api
+from gpunode.lab import gpuhost, paths, pve_api
 from gpunode.pve.hostfacts import INSTALLER_CACHE
+from tests.lab.onboard_helpers import pve_inventory, remove_pve_container
 from tests.lab.provision_helpers import INV, REPO, Attached, lab_host, snapshot, write_inventory
 
 pytestmark = pytest.mark.lab
@@ -29,12 +30,6 @@ GPUNODE = [sys.executable, "-c", "from gpunode.cli.main import main; main()"]
 CACHE = Path(f"{gpuhost.ROOT}{INSTALLER_CACHE}")
 
 
-def remove_ct() -> None:
-    conf = paths.PVE_LXC / f"{VMID}.conf"
-    parsed = pve_api.read_conf(str(VMID))[0] if conf.exists() else {}
-    containers.remove(pve_api.lab_container(str(VMID), parsed))
-
-
 @pytest.fixture(scope="module")
 def api(lab):
     before = gpuhost.driver()
@@ -42,30 +37,21 @@ def api(lab):
     gpuhost.set_install("run")
     for f in CACHE.glob("*.run"):
         f.unlink()  # "fetched once per node": start from a node that has not fetched it
-    remove_ct()
+    remove_pve_container(VMID)
     server = pve_api.serve_in_thread({TOKEN_ID: SECRET})
     yield server
     server.shutdown()
-    remove_ct()
+    remove_pve_container(VMID)
     gpuhost.set_driver(before or OLD)
 
 
 @pytest.fixture(scope="module")
 def inv(api, tmp_path_factory) -> Path:
     f = tmp_path_factory.mktemp("inv") / "hosts.yml"
-    f.write_text(f"""\
-hosts:
-  lab:
-    address: 127.0.0.1
-    port: {paths.SSH_PORT}
-    key: {paths.CLIENT_KEY}
-    known_hosts: {paths.KNOWN_HOSTS}
-    pct_path: {paths.PCT}
-    vars:
+    f.write_text(pve_inventory(api.port, TOKEN_ID, SECRET, host_vars=f"""\
       host_root: {gpuhost.ROOT}
       nvidia_installer_url: "{gpuhost.INSTALLER_URL}"
-      pve_api: {{port: {api.port}, token_id: "{TOKEN_ID}", token_secret: {SECRET}, verify_ssl: {pve_api.CERT}}}
-""")
+"""))
     return f
 
 
@@ -163,7 +149,7 @@ CLASSIC = 277  # a second CT of this file, on the stand-in host made to look lik
 
 def test_classic_passthrough_on_an_older_proxmox(api, inv):
     conf = paths.PVE_LXC / f"{CLASSIC}.conf"
-    containers.remove(pve_api.lab_container(str(CLASSIC), pve_api.read_conf(str(CLASSIC))[0] if conf.exists() else {}))
+    remove_pve_container(CLASSIC)
     # The lab keeps PVE's configs under its own folder; a real node has /etc/pve/lxc.
     extra = f"      pve_conf_dir: {paths.PVE_LXC}\n"
     inv.write_text(inv.read_text().replace("      host_root:", extra + "      host_root:"))
@@ -189,21 +175,14 @@ def test_classic_passthrough_on_an_older_proxmox(api, inv):
         assert f"lab/{CLASSIC}: unchanged, running" in again.stdout and conf.read_text() == text
     finally:
         gpuhost.set_pve(gpuhost.PVE_VERSION)
-        containers.remove(pve_api.lab_container(str(CLASSIC), pve_api.read_conf(str(CLASSIC))[0]
-                                                if conf.exists() else {}))
+        remove_pve_container(CLASSIC)
 
 
 PACKAGED = 278  # a third CT of this file, on the stand-in host made to look like a packaged driver
 
 
 def test_packaged_driver_is_matched_with_the_same_packages(api, inv):
-    conf = paths.PVE_LXC / f"{PACKAGED}.conf"
-
-    def cleanup():
-        containers.remove(pve_api.lab_container(str(PACKAGED), pve_api.read_conf(str(PACKAGED))[0]
-                                                if conf.exists() else {}))
-
-    cleanup()
+    remove_pve_container(PACKAGED)
     gpuhost.set_install("packages")
     version = gpuhost.driver()
     argv = [*GPUNODE, "onboard", "--host", "lab", "-i", str(inv), "--ct", str(PACKAGED), "--gpus", "0",
@@ -232,4 +211,4 @@ def test_packaged_driver_is_matched_with_the_same_packages(api, inv):
         assert third.returncode == 0 and f"lab/{PACKAGED}: unchanged, running" in third.stdout
     finally:
         gpuhost.set_install("run")
-        cleanup()
+        remove_pve_container(PACKAGED)

@@ -14,10 +14,11 @@ import pytest
 
 from gpunode import inventory
 from gpunode.errors import PveError
-from gpunode.lab import containers, paths, pve_api
+from gpunode.lab import paths, pve_api
 from gpunode.pve import containers as pvect
 from gpunode.pve import tasks
 from gpunode.pve.client import PveClient, PveSettings
+from tests.lab.onboard_helpers import pve_inventory, remove_pve_container
 
 pytestmark = pytest.mark.lab
 TOKEN_ID, SECRET = "root@pam!gpunode", "lab-token-4f1c9e2a"
@@ -27,10 +28,8 @@ GPUNODE = [sys.executable, "-c", "from gpunode.cli.main import main; main()"]
 
 def cleanup() -> None:
     for vmid in OURS:
-        conf = paths.PVE_LXC / f"{vmid}.conf"
-        if conf.exists() or (paths.LXC_PATH / str(vmid)).exists():
-            parsed = pve_api.read_conf(str(vmid))[0] if conf.exists() else {}
-            containers.remove(pve_api.lab_container(str(vmid), parsed))
+        if (paths.PVE_LXC / f"{vmid}.conf").exists() or (paths.LXC_PATH / str(vmid)).exists():
+            remove_pve_container(vmid)
 
 
 @pytest.fixture(scope="module")
@@ -50,24 +49,9 @@ def client(api, secret: str = SECRET) -> PveClient:
 @pytest.fixture
 def inv(api, tmp_path) -> Path:
     f = tmp_path / "hosts.yml"
-    f.write_text(f"""\
-# lab inventory for the onboard test; this comment must survive
-hosts:
-  lab:
-    address: 127.0.0.1
-    port: {paths.SSH_PORT}
-    key: {paths.CLIENT_KEY}
-    known_hosts: {paths.KNOWN_HOSTS}
-    pct_path: {paths.PCT}
-    vars:
-      pve_api:
-        port: {api.port}
-        token_id: {TOKEN_ID}
-        token_secret: {SECRET}
-        verify_ssl: {pve_api.CERT}
-    containers:
-      200: {{}}   # the lab's cpu container
-""")
+    f.write_text(pve_inventory(api.port, TOKEN_ID, SECRET,
+                               comment="lab inventory for the onboard test; this comment must survive",
+                               containers="    containers:\n      200: {}   # the lab's cpu container\n"))
     return f
 
 
