@@ -4,12 +4,15 @@ probe prints, from one stat, one sha256sum and one systemctl show for all of the
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from gpunode.engine import passes, probe
 from gpunode.steps.base import NoChange, Probe
 from gpunode.steps.files import Directory, File, Symlink
 from gpunode.steps.systemd import Service
+from gpunode.steps.venv import Venv
+from gpunode.steps.weights import StagedWeights
 from gpunode.transport import LocalTransport
 
 
@@ -117,3 +120,52 @@ def test_a_stat_that_is_not_gnus_makes_every_file_step_probe_itself(tmp_path: Pa
     got = folded.unfold([Probe(0, "stat: unrecognized option '--printf'\n"), Probe(0, ""),
                          Probe(0, SHOW_THREE.split("\n\n")[0] + "\n")])
     assert got[:2] == [None, None] and got[2] is not None
+
+
+def _manifested(root: Path) -> list:
+    """Venv and weights steps over real folders: with a manifest, without one, and missing."""
+    (root / "v1" / "bin").mkdir(parents=True)
+    os.symlink("/usr/bin/true", root / "v1" / "bin" / "python")
+    (root / "v1" / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.2\n")
+    (root / "v1" / "lib" / "python3.11" / "site-packages" / "pkg").mkdir(parents=True)
+    (root / "v1" / "gpunode-lock.json").write_text('{\n "spec_hash": "abc",\n "listing": "x"\n}\n')
+    (root / "v2" / "bin").mkdir(parents=True)  # no manifest: an install cut off
+    (root / "src").mkdir()
+    (root / "src" / "model.safetensors").write_bytes(b"\0" * 1000)
+    (root / "shm").mkdir()
+    (root / "shm" / "model.safetensors").write_bytes(b"\0" * 1000)
+    (root / "shm" / ".gpunode-manifest").write_text("model.safetensors\t1000\t1.0\n")
+    return [Venv(path=str(root / "v1")), Venv(path=str(root / "v2")), Venv(path=str(root / "none")),
+            StagedWeights(source=str(root / "src"), dest=str(root / "shm")),
+            StagedWeights(source=str(root / "src"), dest=str(root / "not-staged")),
+            StagedWeights(source=str(root / "nosrc"), dest=str(root / "shm"))]
+
+
+def test_venv_and_weights_manifests_come_from_one_grep_byte_for_byte(tmp_path: Path):
+    steps = _manifested(tmp_path)
+    t = LocalTransport()
+    argvs = [s.probe() for s in steps]
+    folded = passes.fold(argvs)
+    assert not any(argv[2] == s.probe()[2] for argv in folded.argvs for s in steps)  # no probe with its cat
+    assert "grep -aHZ" in folded.argvs[-1][2]
+    got = probe.run_batch(t, argvs)
+    own = [t.run(a) for a in argvs]
+    # df's free bytes move between two runs on a shared disk: that section is compared as its shape
+    space = re.compile(r"(@@section space\n.*\n)[0-9]+ [0-9]+\n")
+    assert [(p.exit_code, space.sub(r"\1N N\n", p.output)) for p in got] == \
+           [(r.exit_code, space.sub(r"\1N N\n", r.stdout)) for r in own]
+    assert '"spec_hash": "abc"' in got[0].output and "model.safetensors\t1000\t1.0\n@@section space" in got[3].output
+
+
+def test_a_manifest_read_in_the_pass_starts_no_cat(tmp_path: Path):
+    steps = _manifested(tmp_path)
+    log = tmp_path / "execve.log"
+    nonce = "gpunode-0123456789abcdef"
+    folded = passes.fold([s.probe() for s in steps])
+    out = LocalTransport().run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log),
+                                "sh", "-s"], stdin=probe.build(folded.argvs, nonce).encode(), check=True).stdout
+    results = folded.unfold(probe.parse(out, len(folded.argvs), nonce))
+    assert all(r is not None for r in results)
+    names = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1] for line in log.read_text().splitlines()
+             if "execve(" in line and "ENOENT" not in line and "resumed" not in line]
+    assert "cat" not in names and names.count("grep") == 1, names

@@ -7,6 +7,9 @@ over every unit. Each step then gets the output its own probe would have printed
 check stays the same pure function. Where the pass cannot say exactly that (a file whose
 hash differs, whose old content the diff needs; a directory path that is a symlink; an
 answer that does not parse), the step gets None and the runner runs its own probe.
+
+Venv and weights probes read one manifest each (steps/base.FileRead): they run without that
+`cat` and ONE grep reads every manifest; each gets the file's lines back in its own place.
 """
 
 from __future__ import annotations
@@ -14,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpunode.steps import files, systemd
-from gpunode.steps.base import Probe
+from gpunode.steps import files, systemd, venv, weights
+from gpunode.steps.base import FileRead, Probe
 
 # Records of four NUL-terminated fields: name, type, "mode user group size", %N (name -> target).
 # "/" goes first: when it is not in the answer, this stat is not GNU's and every step probes itself.
@@ -27,6 +30,13 @@ for f; do if [ -f "$f" ] && [ ! -L "$f" ]; then set -- "$@" "$f"; fi; done
 shift "$n"
 [ "$#" -eq 0 ] || sha256sum -z -- "$@" 2>/dev/null; :"""
 _SHOW = ["systemctl", "show", *(f"-p{p}" for p in systemd.PROPERTIES), "--"]
+# The manifests that venv and weights probes print (steps/base.FileRead), all in one grep: each
+# line comes as "path NUL line" (-H -Z), so no content can pass for another file's.
+_READ = """n=$#
+for f; do if [ -f "$f" ]; then set -- "$@" "$f"; fi; done
+shift "$n"
+[ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :"""
+_READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, weights.READ)}
 
 
 def _kind(argv: Sequence[str]) -> str:
@@ -38,6 +48,10 @@ def _kind(argv: Sequence[str]) -> str:
         return "link"
     if len(argv) == len(_SHOW) + 1 and list(argv[:-1]) == _SHOW:
         return "unit"
+    if len(argv) >= 4 and argv[0] == "sh" and argv[1] == "-c" and argv[3] == "sh" and argv[2] in _READS:
+        read = _READS[argv[2]]
+        if len(argv) > 4 + read.arg:
+            return "read"
     return ""
 
 
@@ -53,21 +67,27 @@ class Folded:
     paths: list[str] = field(default_factory=list)
     hashed: list[str] = field(default_factory=list)
     units: list[str] = field(default_factory=list)
+    partial: list[int] = field(default_factory=list)  # probes run without their file read, after own
+    reads: list[str] = field(default_factory=list)
 
     def unfold(self, results: Sequence[Probe]) -> list[Probe | None]:
         out: list[Probe | None] = [None] * len(self.originals)
         it = iter(results)
         own = {i: next(it) for i in self.own}
+        partial = {i: next(it) for i in self.partial}
         stats = _stats(next(it).output) if self.paths else {}
         kinds = self.kinds
         if self.paths and stats.get("/", ("",))[0] != "directory":
-            kinds = [k if k in ("", "unit") else "?" for k in kinds]
+            kinds = [k if k in ("", "unit", "read") else "?" for k in kinds]
         hashes = _hashes(next(it).output) if self.hashed else {}
+        contents = _contents(next(it).output) if self.reads else {}
         shown = next(it) if self.units else None
         blocks = _blocks(shown, len(self.units)) if shown is not None else None
         for i, (kind, argv) in enumerate(zip(kinds, self.originals, strict=True)):
             if not kind:
                 out[i] = own[i]
+            elif kind == "read":
+                out[i] = _put_back(partial[i], _READS[argv[2]], contents.get(_read_path(argv), ""))
             elif kind == "?":
                 out[i] = None
             elif kind == "unit":
@@ -87,15 +107,23 @@ def fold(argvs: Sequence[Sequence[str]]) -> Folded:
         elif kind == "unit":
             if argv[-1] not in folded.units:
                 folded.units.append(argv[-1])
+        elif kind == "read":
+            folded.partial.append(i)
+            if _read_path(argv) not in folded.reads:
+                folded.reads.append(_read_path(argv))
         else:
             if argv[4] not in folded.paths:
                 folded.paths.append(argv[4])
             if kind == "file" and argv[4] not in folded.hashed:
                 folded.hashed.append(argv[4])
+    for i in folded.partial:
+        folded.argvs.append(["sh", "-c", _READS[argvs[i][2]].without, *argvs[i][3:]])
     if folded.paths:
         folded.argvs.append(["sh", "-c", _STAT, "sh", *folded.paths])
     if folded.hashed:
         folded.argvs.append(["sh", "-c", _HASH, "sh", *folded.hashed])
+    if folded.reads:
+        folded.argvs.append(["sh", "-c", _READ, "sh", *folded.reads])
     if folded.units:
         folded.argvs.append([*_SHOW, *folded.units])
     # own[] holds original indexes; the runner reads results in argvs order.
@@ -111,6 +139,29 @@ def _stats(output: str) -> dict[str, tuple[str, str, str]]:
         target = shown[len(name) + 4:] if shown.startswith(name + " -> ") else ""
         out[name] = (kind, meta, target)
     return out
+
+
+def _read_path(argv: Sequence[str]) -> str:
+    read = _READS[argv[2]]
+    return f"{argv[4 + read.arg]}/{read.name}"
+
+
+def _contents(output: str) -> dict[str, str]:
+    """grep -aHZ's "path NUL line" lines -> each file's text (a last line gets its newline)."""
+    out: dict[str, str] = {}
+    for line in output.split("\n"):
+        path, sep, text = line.partition("\0")
+        if sep:
+            out[path] = out.get(path, "") + text + "\n"
+    return out
+
+
+def _put_back(partial: Probe, read: FileRead, content: str) -> Probe | None:
+    """The step's own output: the file's lines where its `cat` would have printed them."""
+    head, sep, tail = partial.output.partition(read.after)
+    if not sep:
+        return None  # cut short before the file's place: its own probe says what happened
+    return Probe(partial.exit_code, head + sep + content + tail)
 
 
 def _hashes(output: str) -> dict[str, str]:

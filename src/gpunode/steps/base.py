@@ -35,6 +35,19 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class FileRead:
+    """A probe script that prints one small file the engine wrote (a manifest) after `after`:
+    engine/passes.py runs `without` (the script less that `cat`) and reads the file, at
+    <args[arg]>/<name>, in ONE pass with the others, then puts its lines back after `after`."""
+
+    script: str
+    without: str
+    arg: int
+    name: str
+    after: str
+
+
+@dataclass(frozen=True)
 class Change:
     """What applying the step will change. `diff` is a unified diff for files."""
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, FileRead, NoChange, Outcome, Probe, Step
 from gpunode.steps.progress import InstallSink, Line, Progress
 from gpunode.transport.base import Transport
 
@@ -37,17 +37,19 @@ done
 # Every line but one is the shell's own work (the probe is a subshell of the batch, engine/probe.py):
 # pyvenv.cfg is read with `read` (starting python would cost a process start on every no-op),
 # site-packages is listed by _NAMES. Only the manifest costs a process: `cat` starts faster than
-# dash reads 5 KB with `read`, byte by byte.
-_PROBE = r"""
+# dash reads 5 KB with `read`, byte by byte (and in the batch one process reads every manifest).
+_HEAD = r"""
 v=$1
 echo "@@section python"
 if [ -x "$v/bin/python" ] && [ -f "$v/pyvenv.cfg" ]; then
   while IFS= read -r l || [ -n "$l" ]; do case $l in version*) printf '%s\n' "$l";; esac; done < "$v/pyvenv.cfg"
 fi
 echo "@@section manifest"
-[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"
-echo "@@section listing"
-""" + _NAMES
+"""
+_TAIL = 'echo "@@section listing"\n' + _NAMES
+_PROBE = _HEAD + '[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\n' + _TAIL
+#: In the batch, the manifests of all venvs are read by one process (engine/passes.py).
+READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 
 # The same listing, for the manifest written after a verify.
 _LISTING = "v=$1\n" + _NAMES

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, FileRead, NoChange, Outcome, Probe, Step
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
@@ -21,15 +21,15 @@ STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 # One find over the source and the staged copy (each line starts with its folder, %H), sorted
 # here; the rest is the shell's own work but the manifest's cat and df (the probe runs as a
 # subshell of the batch, engine/probe.py): no sort, tail, dirname or cat of a cgroup file.
-_PROBE = r"""
+_HEAD = r"""
 src=$1; dest=$2
 echo "@@section found"
 if [ ! -d "$src" ]; then echo "@@missing"
 elif [ -d "$dest" ]; then find -H "$src" "$dest" -type f -printf '%H\t%P\t%s\t%T@\n'
 else find -H "$src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
 echo "@@section manifest"
-[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"
-echo "@@section space"
+"""
+_TAIL = r"""echo "@@section space"
 parent=$dest
 while [ ! -d "$parent" ]; do case $parent in */*) parent=${parent%/*}; parent=${parent:-/} ;; *) parent=. ;; esac; done
 df -B1 --output=avail,size "$parent"
@@ -39,6 +39,9 @@ for m in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; 
 done
 echo max
 """
+_PROBE = _HEAD + '[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"\n' + _TAIL
+#: In the batch, the manifest is read by one process with the venvs' (engine/passes.py).
+READ = FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n")
 
 
 def _c_sorted(lines: list[str]) -> list[str]:
