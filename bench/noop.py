@@ -28,6 +28,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,14 +54,14 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(samples), last
 
 
-def process_seconds(argv: list[str], repeat: int) -> tuple[float, int]:
+def process_seconds(argv: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int]:
     """Median wall time of a whole process, start to exit; its last exit code."""
     rc = 0
 
     def once() -> None:
         nonlocal rc
         rc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                            cwd=REPO).returncode
+                            cwd=REPO, env=env).returncode
 
     seconds, _ = median_time(once, repeat)
     return seconds, rc
@@ -77,11 +78,27 @@ def cli_rows(args) -> list[str]:
     rows = [f"  CLI: import gpunode.cli.main (process start to exit)    {imp * 1000:8.1f} ms",
             f"  CLI: inv --list                                       {lst * 1000:8.1f} ms"]
     if not args.demo_only:
-        prov, rc = process_seconds([str(bin_dir / "inv"), "provision", "--host", args.host, "--ct", str(args.ct),
-                                    "-i", str(Path(args.inventory).resolve())], args.repeat)
+        argv = [str(bin_dir / "inv"), "provision", "--host", args.host, "--ct", str(args.ct),
+                "-i", str(Path(args.inventory).resolve())]
+        prov, rc = process_seconds(argv, args.repeat)
         rows.append(f"  CLI: inv provision no-op, process start to exit       {prov * 1000:8.1f} ms  "
                     f"{goal(prov, GOALS['cli_s'], ' s')}" + ("" if rc == 0 else f"  (exit {rc}!)"))
+        if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+            rows.append(with_bytecode(argv, args.repeat))
     return rows
+
+
+def with_bytecode(argv: list[str], repeat: int) -> str:
+    """The same run with the bytecode a pip install writes: PYTHONDONTWRITEBYTECODE (set in this environment)
+    makes every start compile gpunode and its libraries again (~0.4 s of CPU); here the bytecode goes to a
+    folder of its own, written by one run with `inv --write-pyc` (invoke itself writes none by default)."""
+    with tempfile.TemporaryDirectory(prefix="gpunode-noop-pyc-") as cache:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = cache
+        process_seconds([argv[0], "--write-pyc", *argv[1:]], 1, env)
+        seconds, rc = process_seconds(argv, repeat, env)
+    return (f"  CLI: the same with bytecode (as pip installs it)      {seconds * 1000:8.1f} ms  "
+            f"{goal(seconds, GOALS['cli_s'], ' s')}" + ("" if rc == 0 else f"  (exit {rc}!)"))
 
 
 def connect(host) -> SshTransport:
