@@ -99,7 +99,8 @@ class Planner:
         self.prelude = recorded.Prelude(recorded.key_for(self.names), self.script, self.build)
 
     def script(self, nonce: str) -> str:
-        return inline(nonce, self.vars.get("model_source"), self.vars.get("venv"))
+        # "$d": the lock shell's state folder, where the facts cache is (facts/cache.py)
+        return inline(nonce, self.vars.get("model_source"), self.vars.get("venv"), state_ref='"$d"')
 
     def build(self, output: str, nonce: str) -> list[RolePlan]:
         from gpunode.resolve import resolve as default_resolve

@@ -52,6 +52,8 @@ if [ ! -d "$d" ] && [ "$4" = fresh ]; then out FRESH; exit 0; fi
 exec 9>>"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
 if ! flock -n -x 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
 printf '%s %s\\n' "$$" "$2" > "$d/lock.owner.new" && mv -f "$d/lock.owner.new" "$d/lock.owner"
+# Only a probe under this exclusive lock may update bookkeeping in $d (the facts cache).
+GN_EXCLUSIVE=1
 out LOCKED
 while read -r _; do :; done
 rm -f "$d/lock.owner"

@@ -9,10 +9,26 @@ import json
 import re
 from dataclasses import dataclass
 
+from gpunode.facts.cache import Group
 from gpunode.facts.probe import LIB_DIRS, Snippet
 from gpunode.facts.types import CudaToolkit
 
 _LIB_GLOBS = " ".join(f'"{d}"/libcuda.so* "{d}"/libnvidia-ml.so* "{d}"/libnuma.so*' for d in LIB_DIRS)
+
+#: the driver's user-space files, each a shell glob (the nvidia cache group watches them too)
+LIB_GLOBS = tuple(f'"{d}"/{n}' for d in LIB_DIRS for n in ("libcuda.so*", "libnvidia-ml.so*", "libnuma.so*"))
+
+# ldconfig -p reads /etc/ld.so.cache; the links are those files.
+LIBS = Group("libs", ("/etc/ld.so.cache", *LIB_GLOBS))
+
+_TOOLKIT_DIRS = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda")
+# nvcc --version and the version files: their folders, the files, the nvcc on PATH and the venv's.
+TOOLKITS = Group("cuda_toolkits", (
+    *_TOOLKIT_DIRS, *(f"{d}/{f}" for d in _TOOLKIT_DIRS for f in ("version.json", "version.txt", "bin/nvcc")),
+    '"$gn_nvcc"', '"$GN_VENV"/lib/python3*/site-packages/nvidia/*/bin/nvcc'),
+    setup=r"""gn_nvcc=; set -f; IFS=:; for dir in $PATH; do
+  if [ -f "$dir/nvcc" ] && [ -x "$dir/nvcc" ]; then gn_nvcc=$dir/nvcc; break; fi; done; unset IFS; set +f""",
+    fresh='venv=$GN_VENV nvcc=$gn_nvcc')
 
 SNIPPETS = (
     # ldconfig's cache can be stale after a bind mount, so look at the files too.
@@ -25,7 +41,7 @@ done
 # One stat for every link ("path -> target"), readlink per file where stat cannot.
 [ $# = 0 ] || QUOTING_STYLE=literal stat -c 'file: %N' -- "$@" 2>/dev/null || for f; do
   echo "file: $f -> $(readlink "$f")"; done
-true"""),
+true""", cached=LIBS),
     Snippet("cuda_toolkits", r"""
 for d in /usr/local/cuda /usr/local/cuda-* /opt/cuda /usr/lib/cuda; do
   [ -d "$d" ] || continue
@@ -40,7 +56,7 @@ if [ -n "$GN_VENV" ]; then
     [ -x "$n" ] && { echo "@nvcc $n"; "$n" --version; }
   done
 fi
-true"""),
+true""", cached=TOOLKITS),
 )
 
 

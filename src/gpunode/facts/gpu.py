@@ -20,6 +20,8 @@ from importlib import resources
 
 import yaml
 
+from gpunode.facts.cache import Group
+from gpunode.facts.cuda import LIB_GLOBS
 from gpunode.facts.probe import Snippet
 from gpunode.facts.types import Driver, Gpu
 
@@ -29,13 +31,25 @@ QUERY_FIELDS = ("index", "name", "memory.total", "compute_cap", "pci.bus_id", "m
                 "uuid", "driver_version")
 QUERY_ARGS = (f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,nounits")
 
+# nvidia-smi's inventory (GPUs, names, memory size, driver and CUDA versions) changes with the
+# loaded module (its version line, read fresh), the device nodes, nvidia-smi and the driver's
+# libraries, or a restart of the container (GPUs are passed through at its start: PID 1's start
+# time and the boot id). Usage figures in the table are not facts gpunode reads.
+NVIDIA = Group("nvidia", ("/dev/nvidia*", '"$gn_smi"', *LIB_GLOBS), setup=r"""gn_smi=; set -f; IFS=:
+for dir in $PATH; do if [ -f "$dir/nvidia-smi" ] && [ -x "$dir/nvidia-smi" ]; then gn_smi=$dir/nvidia-smi; break; fi
+done; unset IFS
+gn_nvrm=; [ -r /proc/driver/nvidia/version ] && read -r gn_nvrm </proc/driver/nvidia/version
+gn_boot=; [ -r /proc/sys/kernel/random/boot_id ] && read -r gn_boot </proc/sys/kernel/random/boot_id
+gn_pid1=; [ -r /proc/1/stat ] && read -r gn_pid1 </proc/1/stat; gn_pid1=${gn_pid1##*) }
+set -- $gn_pid1; gn_pid1=${20:-}; set +f""", fresh='nvrm=$gn_nvrm boot=$gn_boot pid1=$gn_pid1')
+
 SNIPPETS = (
-    Snippet("nvidia_query", "t nvidia-smi " + " ".join(QUERY_ARGS)),
-    Snippet("nvidia_smi", "t nvidia-smi"),
+    Snippet("nvidia_query", "t nvidia-smi " + " ".join(QUERY_ARGS), cached=NVIDIA),
+    Snippet("nvidia_smi", "t nvidia-smi", cached=NVIDIA),
     # -q is slow on 8 GPUs and only needed when the query is refused (drivers
     # before 510 lack compute_cap; stand-ins may not know the query).
     Snippet("nvidia_smi_q", "t nvidia-smi -q",
-            when='[ "$rc_nvidia_query" != 0 ] && command -v nvidia-smi >/dev/null 2>&1'),
+            when='[ "$rc_nvidia_query" != 0 ] && command -v nvidia-smi >/dev/null 2>&1', cached=NVIDIA),
     Snippet("driver_proc", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done "
                            "</proc/driver/nvidia/version"),
 )

@@ -15,10 +15,17 @@ import re
 from typing import Any
 
 from gpunode.facts import model_size
+from gpunode.facts.cache import Group
 from gpunode.facts.probe import Snippet
 from gpunode.facts.types import Model
 
 _HAS_MODEL = '[ -n "$GN_MODEL" ]'
+
+# The JSON files and the single-file header are reused while those files are the same; the
+# listing (sizes: a copy may be under way) is read on every run.
+MODEL = Group("model", tuple(f'"$GN_MODEL"/{f}' for f in (
+    "config.json", "model.safetensors.index.json", "hf_quant_config.json", "model.safetensors")),
+    fresh="model=$GN_MODEL")
 
 SNIPPETS = (
     Snippet("model_files", r"""
@@ -28,9 +35,9 @@ cd "$GN_MODEL" || exit 2
 find -L . -maxdepth 3 -type f -printf '%s %p\n' 2>/dev/null && exit 0
 if stat -L -c %s . >/dev/null 2>&1; then find -L . -maxdepth 3 -type f -exec stat -L -c '%s %n' {} +
 else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
-    Snippet("model_config", 'cat "$GN_MODEL/config.json"', when=_HAS_MODEL),
-    Snippet("model_index", 'cat "$GN_MODEL/model.safetensors.index.json"', when=_HAS_MODEL),
-    Snippet("model_quant", 'cat "$GN_MODEL/hf_quant_config.json"', when=_HAS_MODEL),
+    Snippet("model_config", 'cat "$GN_MODEL/config.json"', when=_HAS_MODEL, cached=MODEL),
+    Snippet("model_index", 'cat "$GN_MODEL/model.safetensors.index.json"', when=_HAS_MODEL, cached=MODEL),
+    Snippet("model_quant", 'cat "$GN_MODEL/hf_quant_config.json"', when=_HAS_MODEL, cached=MODEL),
     # od -tu8 reads the host's byte order; every GPU host we serve is little-endian.
     Snippet("model_header", r"""
 f="$GN_MODEL/model.safetensors"
@@ -39,7 +46,7 @@ case $n in ''|*[!0-9]*) echo "unreadable header length: $n"; exit 3;; esac
 [ "$n" -le 104857600 ] || { echo "header too large: $n bytes"; exit 3; }
 head -c $((8 + n)) "$f" | tail -c "$n" """,
             when=f'{_HAS_MODEL} && [ ! -e "$GN_MODEL/model.safetensors.index.json" ] '
-                 '&& [ -f "$GN_MODEL/model.safetensors" ]'),
+                 '&& [ -f "$GN_MODEL/model.safetensors" ]', cached=MODEL),
 )
 
 # Layer type names vary by family ("linear_attention" in Qwen3.5/3.6 and

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 from gpunode import shell
 from gpunode.errors import FactError, tail
+from gpunode.facts import cache
+from gpunode.facts.cache import Group
 from gpunode.facts.snapshot import RawFacts, Section
 from gpunode.transport.base import Transport
 
@@ -35,8 +37,10 @@ LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib
             "/usr/lib/wsl/lib")
 
 _PRELUDE = r"""
-N=$1; GN_MODEL=$2; GN_VENV=$3; GN_VENV_ROOT=$4
+N=$1; GN_MODEL=$2; GN_VENV=$3; GN_VENV_ROOT=$4; GN_CACHE=${5:-}; GN_WRITE=${6:-}
 export LC_ALL=C
+gn_nl='
+'
 PATH=$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 sec() { printf '@@gpunode:%s:section %s\n' "$N" "$1"; }
 end() { printf '\n@@gpunode:%s:rc %s\n' "$N" "$1"; }
@@ -56,6 +60,9 @@ class Snippet:
     #: shell text run once before every section, in the probe's own shell (its variables are
     #: seen by all sections): one process that serves several sections, such as one df
     prepare: str = ""
+    #: the cache group this section belongs to (facts/cache.py): its output is reused while
+    #: the files the group names are unchanged
+    cached: Group | None = None
 
 
 def _snippets() -> list[Snippet]:
@@ -66,16 +73,33 @@ def _snippets() -> list[Snippet]:
 
 
 def script(snippets: Sequence[Snippet] | None = None) -> str:
-    """The whole probe as one sh script; arguments: nonce, model, venv, venv root."""
+    """The whole probe as one sh script; arguments: nonce, model, venv, venv root, and optionally
+    the state folder that holds the facts cache and "write" when the probe may update it."""
     chosen = list(snippets if snippets is not None else _snippets())
     parts = [_PRELUDE.lstrip("\n")]
     parts += [f"{text.strip()}\n" for text in dict.fromkeys(s.prepare for s in chosen if s.prepare)]
+    groups = list(dict.fromkeys(s.cached for s in chosen if s.cached is not None))
+    bodies: dict[str, str] = {g.name: "" for g in groups}
+    blocks: list[tuple[Snippet, str]] = []
     for s in chosen:
         if not re.fullmatch(r"[a-z0-9_]+", s.name):
             raise ValueError(f"section name {s.name!r} must be [a-z0-9_]+ (it becomes a file name)")
         # rc_<name> lets a later section depend on an earlier one (the -q fallback).
         block = f"sec {s.name}\n( {s.body.strip()}\n) </dev/null 2>&1; rc_{s.name}=$?; end $rc_{s.name}\n"
-        parts.append(f"if {s.when}; then\n{block}fi\n" if s.when else block)
+        block = f"if {s.when}; then\n{block}fi\n" if s.when else block
+        if s.cached is not None:
+            bodies[s.cached.name] += block
+        blocks.append((s, block))
+    if not groups:
+        return "".join(parts + [b for _, b in blocks])
+    signature, wrapped = cache.shell(groups, bodies)
+    parts.append(signature)
+    for s, block in blocks:
+        if s.cached is None:
+            parts.append(block)
+        elif s.cached.name in wrapped:
+            parts.append(wrapped.pop(s.cached.name))
+    parts.append(cache.EMIT)
     return "".join(parts)
 
 
@@ -86,7 +110,8 @@ def split(stdout: str, nonce: str) -> dict[str, Section]:
         rf"^{marker}section (?P<name>[a-z0-9_]+)\n(?P<body>.*?)\n{marker}rc (?P<rc>-?\d+)$",
         re.MULTILINE | re.DOTALL,
     )
-    return {m["name"]: Section(m["body"], int(m["rc"])) for m in pattern.finditer(stdout)}
+    stored, rest = cache.stored(stdout, nonce)
+    return {**stored, **{m["name"]: Section(m["body"], int(m["rc"])) for m in pattern.finditer(rest)}}
 
 
 def venv_root(venv: str | None) -> str:
@@ -111,10 +136,15 @@ def gather(transport: Transport, model_path: str | None = None, venv: str | None
                    exit_code=result.exit_code, stderr=result.stderr)
 
 
-def inline(nonce: str, model_path: str | None = None, venv: str | None = None) -> str:
+def inline(nonce: str, model_path: str | None = None, venv: str | None = None, state_ref: str = "") -> str:
     """The probe as one subshell with its arguments set: shell text that another script (the
-    engine's lock shell) runs, so that facts cost no round trip of their own."""
+    engine's lock shell) runs, so that facts cost no round trip of their own.
+
+    state_ref: shell text naming the state folder (the lock shell's "$d"): the facts cache is
+    read from there, and updated when the lock shell holds the lock exclusively ($GN_EXCLUSIVE)."""
     args = shell.join([nonce, model_path or "", venv or "", venv_root(venv)])
+    if state_ref:
+        args += f' {state_ref} "${{GN_EXCLUSIVE:+write}}"'
     return f"( set -- {args}\n{script()}) </dev/null 2>&1\n"
 
 

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import re
 
+from gpunode.facts.cache import Group
 from gpunode.facts.probe import Snippet
+
+# getconf's answer comes from libc.so.6 itself: reused while that file is the same.
+GLIBC = Group("glibc", tuple(f"{d}/libc.so.6" for d in (
+    "/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib")))
 
 # Builtins (read, case, $(( ))) wherever a file can be read without a process: a no-op run
 # starts this probe on every target, and each process start inside a container costs about
@@ -65,9 +71,7 @@ true"""
 _DF = r"""
 gn_dir=$GN_VENV_ROOT
 while [ ! -d "$gn_dir" ]; do case $gn_dir in */*) gn_dir=${gn_dir%/*}; gn_dir=${gn_dir:-/};; *) gn_dir=.;; esac; done
-gn_df=$(df -Pk /dev/shm "$gn_dir" 2>/dev/null)
-gn_nl='
-'"""
+gn_df=$(df -Pk /dev/shm "$gn_dir" 2>/dev/null)"""
 
 _LINES = 'set -f; IFS=$gn_nl; set -- $gn_df; unset IFS; [ $# = 3 ]'
 
@@ -85,7 +89,7 @@ true"""
 SNIPPETS = (
     Snippet("host", _HOST),
     Snippet("os_release", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done </etc/os-release"),
-    Snippet("glibc", "getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1"),
+    Snippet("glibc", "getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1", cached=GLIBC),
     Snippet("pythons", _PYTHONS),
     Snippet("cpus", _CPUS),
     Snippet("meminfo", r"""

@@ -1,0 +1,124 @@
+"""Facts that are slow to read and change only with files: reused from the last applying run
+while a stat signature of those files is the same.
+
+`python3 -V`, `getconf`, `ldconfig -p`, nvidia-smi's inventory and a model's JSON files and
+safetensors header cost process starts (nvidia-smi on 8 GPUs, seconds) on every run, yet
+they can only change when a file they come from changes. Each cache group names those files
+(shell words, globs allowed, used both to stat and as case patterns) and fresh values read
+with builtins (the loaded driver's version line). The probe stats all groups' files in ONE
+`stat -L` call; a group whose signature (the probe text's digest, each file's device, inode,
+size, mtime, ctime and device numbers, the fresh values) equals the one stored in the state
+folder prints its stored sections instead of running them.
+
+Stored in the engine's state folder (like the recorded probe batch, engine/recorded.py),
+facts-<group>.sig and facts-<group>.out, written only by a probe that runs under the
+exclusive lock (an applying run); a check run reads them when present and writes nothing.
+What can change without a file changing (free memory, /dev/shm and disk usage, cgroup
+limits, the model folder's listing) is never in a group: it is read on every run.
+
+The stored sections keep the nonce of the run that wrote them (the file starts with
+`@@gpunode-cache <nonce>`); this run prints them between its own nonce's `cached` markers,
+so that no file content can fake a section of either run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpunode.errors import FactError
+from gpunode.facts.snapshot import Section
+
+
+@dataclass(frozen=True)
+class Group:
+    """Sections reused while the files they come from are unchanged."""
+
+    name: str
+    #: shell words of the files (globs allowed; each is also a case pattern for its stat line)
+    paths: tuple[str, ...]
+    #: shell text run before the stat (its variables are seen by `paths` and `fresh`)
+    setup: str = ""
+    #: shell words of values read fresh on every run that belong in the signature
+    fresh: str = ""
+
+
+# One stat for every group; its first line is "/" (a stat that failed or printed nothing
+# turns the cache off for this run). The path comes last: only it can hold a '|'.
+_STAT = "stat -L -c '%d|%i|%s|%y|%z|%t:%T|%n' -- / \"$@\" 2>/dev/null"
+
+
+def _digest(group: Group, text: str) -> str:
+    return hashlib.sha256(repr((group, text)).encode()).hexdigest()[:16]
+
+
+def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """(signature text, {group: its sections wrapped in the reuse-or-run-and-store shell}).
+    bodies: each group's section blocks as the probe would run them."""
+    words = " ".join(w for g in groups for w in g.paths)
+    sig = ["gn_ok=", *(f"gn_sig_{g.name}={_digest(g, bodies[g.name])}" for g in groups),
+           'if [ -n "$GN_CACHE" ]; then', *(g.setup.strip() for g in groups if g.setup),
+           f"set -- {words}",
+           f"gn_stat=$({_STAT})",
+           "set -f; IFS=$gn_nl",
+           "for l in $gn_stat; do p=${l#*|*|*|*|*|*|}",
+           '  case $p in /) gn_ok=1;; esac']
+    sig += [f'  case $p in {"|".join(g.paths)}) gn_sig_{g.name}="$gn_sig_{g.name} $l";; esac' for g in groups]
+    sig += ["done; unset IFS; set +f"]
+    sig += [f'gn_sig_{g.name}="$gn_sig_{g.name} | {g.fresh}"' for g in groups if g.fresh]
+    sig += ["fi", "gn_hits="]
+    wrapped = {}
+    for g in groups:
+        f = f'"$GN_CACHE/facts-{g.name}'
+        wrapped[g.name] = f"""gn_run_{g.name}() {{
+{bodies[g.name]}}}
+gn_old=; [ -n "$gn_ok" ] && [ -r {f}.sig" ] && IFS= read -r gn_old <{f}.sig"
+if [ -n "$gn_ok" ] && [ "$gn_old" = "$gn_sig_{g.name}" ]; then gn_hits="$gn_hits {g.name}"
+elif [ -n "$gn_ok" ] && [ -n "$GN_WRITE" ] && : 2>/dev/null >{f}.sig" &&
+  {{ printf '@@gpunode-cache %s\\n' "$N"; gn_run_{g.name}; printf '@@gpunode-cache-end %s\\n' "$N"; }} >{f}.out"
+then printf '%s\\n' "$gn_sig_{g.name}" >{f}.sig"; gn_hits="$gn_hits {g.name}"
+else gn_run_{g.name}; fi
+"""
+    return "\n".join(sig) + "\n", wrapped
+
+
+# Every stored group in one cat, between this run's markers, with cat's exit code.
+EMIT = r"""if [ -n "$gn_hits" ]; then
+set --; for g in $gn_hits; do set -- "$@" "$GN_CACHE/facts-$g.out"; done
+printf '@@gpunode:%s:cached\n' "$N"; cat -- "$@"; printf '\n@@gpunode:%s:cached-end %s\n' "$N" "$?"
+fi
+"""
+
+
+def stored(stdout: str, nonce: str) -> tuple[dict[str, Section], str]:
+    """The sections that the probe printed from the cache, and the output without them (pure)."""
+    marker = re.escape(f"@@gpunode:{nonce}:")
+    region = re.search(rf"^{marker}cached\n(?P<body>.*?)\n{marker}cached-end (?P<rc>\d+)$", stdout,
+                       re.MULTILINE | re.DOTALL)
+    if region is None:
+        return {}, stdout
+    body, out, pos = region["body"], {}, 0
+    if region["rc"] != "0":
+        raise _damaged(f"reading it failed (cat exit code {region['rc']})", body)
+    while pos < len(body):
+        head = re.compile(r"@@gpunode-cache (\S+)\n").match(body, pos)
+        if head is None:
+            raise _damaged("a stored group does not start with its header", body[pos:])
+        old, pos = re.escape(head.group(1)), head.end()
+        section = re.compile(rf"@@gpunode:{old}:section ([a-z0-9_]+)\n(.*?)\n@@gpunode:{old}:rc (-?\d+)\n", re.DOTALL)
+        while (m := section.match(body, pos)) is not None:
+            out[m.group(1)] = Section(m.group(2), int(m.group(3)))
+            pos = m.end()
+        tail = re.compile(rf"@@gpunode-cache-end {old}\n").match(body, pos)
+        if tail is None:
+            raise _damaged("a stored group ends early", body[pos:])
+        pos = tail.end()
+    return out, stdout[:region.start()] + stdout[region.end():]
+
+
+def _damaged(why: str, evidence: str) -> FactError:
+    return FactError(f"the facts cache in the state folder is damaged: {why}", evidence=evidence[-2000:],
+                     hint="remove the state folder's facts-*.sig files on the target (default "
+                     "/var/lib/gpunode/facts-*.sig) and re-run: the facts are then read afresh")

@@ -1,0 +1,134 @@
+"""The facts cache (facts/cache.py), run for real with sh on this machine: a section of a cache
+group is reused while the stat signature of its files is the same and read again when it changes;
+only a writing (applying) run stores anything; a damaged store is refused, not trusted."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpunode.errors import FactError
+from gpunode.facts import cache
+from gpunode.facts.cache import Group
+from gpunode.facts.probe import Snippet, script, split
+
+
+def snippets(src: Path, log: Path) -> list[Snippet]:
+    """One cached section that logs each real run and prints its source file, one fresh section."""
+    group = Group("demo", (str(src),))
+    return [Snippet("slow", f'echo ran >> "{log}"; cat "{src}"', cached=group),
+            Snippet("fresh", 'echo "free=$$"')]
+
+
+def probe(chosen: list[Snippet], nonce: str, state: Path, write: bool) -> dict[str, str]:
+    out = subprocess.run(["sh", "-c", script(chosen), "sh", nonce, "", "", "/", str(state), "write" if write else ""],
+                         capture_output=True, text=True, check=True).stdout
+    return {k: v.output for k, v in split(out, nonce).items()}
+
+
+@pytest.fixture
+def setup(tmp_path):
+    src, log, state = tmp_path / "source.txt", tmp_path / "ran.log", tmp_path / "state"
+    src.write_text("version 1\n")
+    state.mkdir()
+    return src, log, state, snippets(src, log)
+
+
+def runs(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_an_unchanged_signature_reuses_the_stored_section(setup):
+    src, log, state, chosen = setup
+    first = probe(chosen, "N1", state, write=True)
+    assert first["slow"] == "version 1\n" and runs(log) == 1
+    second = probe(chosen, "N2", state, write=True)
+    assert second["slow"] == "version 1\n" and runs(log) == 1   # not run again
+    assert second["fresh"] != first["fresh"]                     # the rest is read on every run
+
+
+def test_a_changed_file_is_read_again_and_stored_anew(setup):
+    src, log, state, chosen = setup
+    probe(chosen, "N1", state, write=True)
+    src.write_text("version 2, same size?\n")
+    assert probe(chosen, "N2", state, write=True)["slow"] == "version 2, same size?\n" and runs(log) == 2
+    assert probe(chosen, "N3", state, write=True)["slow"] == "version 2, same size?\n" and runs(log) == 2
+
+
+def test_a_file_replaced_with_the_same_size_and_content_is_read_again(setup):
+    src, log, state, chosen = setup
+    probe(chosen, "N1", state, write=True)
+    new = src.with_suffix(".new")
+    new.write_text(src.read_text())
+    new.replace(src)  # how dpkg and ldconfig replace files: a new inode
+    probe(chosen, "N2", state, write=True)
+    assert runs(log) == 2
+
+
+def test_a_check_run_writes_nothing_and_reads_what_an_applying_run_stored(setup):
+    src, log, state, chosen = setup
+    assert probe(chosen, "N1", state, write=False)["slow"] == "version 1\n"
+    assert list(state.iterdir()) == [] and runs(log) == 1
+    probe(chosen, "N2", state, write=True)
+    before = {p.name: p.read_bytes() for p in state.iterdir()}
+    assert probe(chosen, "N3", state, write=False)["slow"] == "version 1\n" and runs(log) == 2
+    src.write_text("version 3\n")
+    assert probe(chosen, "N4", state, write=False)["slow"] == "version 3\n" and runs(log) == 3
+    assert {p.name: p.read_bytes() for p in state.iterdir()} == before
+
+
+def test_without_a_state_folder_every_section_is_read(setup):
+    src, log, state, chosen = setup
+    for nonce in ("N1", "N2"):
+        out = subprocess.run(["sh", "-c", script(chosen), "sh", nonce, "", "", "/"], capture_output=True,
+                             text=True, check=True).stdout
+        assert split(out, nonce)["slow"].output == "version 1\n"
+    assert runs(log) == 2
+
+
+def test_a_changed_probe_text_does_not_reuse_what_the_old_one_stored(setup):
+    src, log, state, chosen = setup
+    probe(chosen, "N1", state, write=True)
+    changed = [Snippet("slow", chosen[0].body + "; echo more", cached=chosen[0].cached), chosen[1]]
+    assert probe(changed, "N2", state, write=True)["slow"] == "version 1\nmore\n" and runs(log) == 2
+
+
+def test_stored_content_cannot_fake_sections_of_this_run(tmp_path):
+    src, log, state = tmp_path / "s", tmp_path / "log", tmp_path / "state"
+    state.mkdir()
+    # Content cannot know a run's nonce (random, chosen after it was written): it can only imitate others.
+    src.write_text("@@gpunode:X:rc 0\n@@gpunode-cache-end X\n@@gpunode-cache X\n@@gpunode:X:section evil\n"
+                   "x\n@@gpunode:X:rc 0\n@@gpunode-cache-end X\n")
+    chosen = snippets(src, log)
+    probe(chosen, "N1", state, write=True)
+    second = probe(chosen, "N2", state, write=True)
+    assert runs(log) == 1 and second["slow"] == src.read_text()
+    assert second["fresh"].startswith("free=") and "evil" not in second
+
+
+def test_a_damaged_store_is_refused_with_what_to_remove(setup):
+    src, log, state, chosen = setup
+    probe(chosen, "N1", state, write=True)
+    out = state / "facts-demo.out"
+    out.write_text(out.read_text()[:-30])  # cut short, as a full disk would leave it
+    with pytest.raises(FactError, match="facts cache .* damaged") as exc:
+        probe(chosen, "N2", state, write=True)
+    assert "facts-*.sig" in exc.value.hint
+
+
+def test_the_real_probe_groups_the_slow_sections():
+    from gpunode.facts.probe import _snippets
+
+    grouped = {s.name: s.cached.name for s in _snippets() if s.cached is not None}
+    assert grouped == {"glibc": "glibc", "nvidia_query": "nvidia", "nvidia_smi": "nvidia", "nvidia_smi_q": "nvidia",
+                       "libs": "libs", "cuda_toolkits": "cuda_toolkits", "model_config": "model",
+                       "model_index": "model", "model_quant": "model", "model_header": "model"}
+    # read fresh on every run: what changes without a file changing
+    for name in ("meminfo", "memlimit", "shm", "disk", "cpus", "model_files", "driver_proc"):
+        assert name not in grouped
+    nvidia = next(s.cached for s in _snippets() if s.name == "nvidia_query")
+    assert nvidia is not None and "/dev/nvidia*" in nvidia.paths and "gn_nvrm" in nvidia.fresh
+    assert "/proc/driver/nvidia/version" in nvidia.setup
+    assert cache.EMIT.count("cat ") == 1  # every stored group in one process
