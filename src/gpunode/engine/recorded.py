@@ -10,8 +10,9 @@ nonce of its own, it reads $GN), and the lock shell runs, after taking the lock:
 Back here the facts are parsed, the plan resolved and the steps built; when their batch is
 the recorded one (same digest), its output is this run's probe. Otherwise (first run, new
 plan, changed inventory) a second round trip runs the new batch and, for an applying run,
-records it, still under the lock. Facts themselves are always probed fresh: they can change
-without gpunode knowing (a driver update, a model copied in).
+records it, still under the lock. Facts themselves are probed on every run: they can change
+without gpunode knowing (a driver update, a model copied in); only the slow ones whose source
+files show no change in a stat are reused (facts/cache.py, also in the state folder).
 """
 
 from __future__ import annotations
