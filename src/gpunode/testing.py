@@ -33,9 +33,9 @@ class RecordingTransport(LocalTransport):
         self.commands.append(list(argv))
         return super()._exec(argv, stdin, sink, timeout)
 
-    def hold(self, argv):
+    def hold(self, argv, until=""):
         self.commands.append(list(argv))
-        return super().hold(argv)
+        return super().hold(argv, until)
 
 
 class Collect:

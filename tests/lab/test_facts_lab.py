@@ -9,7 +9,6 @@ Container 284 belongs to this file; it is made before and removed after.
 
 from __future__ import annotations
 
-import base64
 import re
 import subprocess
 from collections import Counter
@@ -25,8 +24,8 @@ from tests.lab.provision_helpers import CT_PATH, container_fixture, cpu_vars
 VMID = 284
 STATE = "/var/lib/gpunode"
 box = container_fixture(VMID, 512, "lab-facts", wheels=False)
-# the lock shell's own processes (lock, owner record, base64 of the probe's output)
-LOCK_SHELL = {"pct", "lxc-attach", "env", "sh", "flock", "mv", "base64", "rm", "mkdir", "head"}
+# the lock shell's own processes (the lock; mkdir and head only on a first run or a refusal)
+LOCK_SHELL = {"pct", "lxc-attach", "env", "sh", "flock", "mkdir", "head"}
 
 
 def trip(tmp_path: Path, *, check: bool) -> tuple[Counter[str], str, object]:
@@ -40,11 +39,11 @@ def trip(tmp_path: Path, *, check: bool) -> tuple[Counter[str], str, object]:
     log = tmp_path / f"strace-{nonce}.txt"
     argv = ["strace", "-f", "-qq", "-z", "-e", "trace=execve", "-o", str(log), str(paths.PCT), "exec", str(VMID), "--",
             "env", "-i", f"PATH={CT_PATH}", "HOME=/root", "LC_ALL=C.UTF-8", "sh", "-c", script, "sh", STATE, owner,
-            text]
+            text, "-", "end-of-" + nonce]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    word, _, rest = done.stdout.partition("\n")[0].partition(" ")
-    assert word in ("LOCKED", "FREE"), done.stdout + done.stderr
-    output = base64.b64decode(rest).decode()
+    first, _, rest = done.stdout.partition("\n")
+    assert first in ("LOCKED", "FREE") and rest.endswith(f"\nend-of-{nonce}\n"), done.stdout + done.stderr
+    output = rest.removesuffix(f"\nend-of-{nonce}\n")
     raw = probe.collect(f"lab/{VMID}", output, nonce, model, None, None)
     started = [re.search(r'execve\("([^"]+)"', line).group(1).rsplit("/", 1)[-1]
                for line in log.read_text().splitlines() if 'execve("' in line and "= -1" not in line]

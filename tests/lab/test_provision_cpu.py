@@ -202,7 +202,8 @@ def test_6_killed_after_a_unit_file_changed_the_rerun_fires_the_restart_it_had_r
     assert f"servers\trestart:{first}" in pending and "servers\tdaemon-reload" in pending
     assert restarted(before, units(box, every_unit(plan))) == set(), "the killed run restarted something"
     # The killed CLI's connection closes with it, and the lock with that connection.
-    poll("the killed run's lock to go", lambda: not box.exists("/var/lib/gpunode/lock.owner"), timeout=30)
+    poll("the killed run's lock to go",
+         lambda: box.sh("flock -n -x /var/lib/gpunode/lock true", check=False).rc == 0, timeout=30)
 
     run = provision(inventory, VMID)
     assert run.rc == 0, run.explain()

@@ -38,7 +38,7 @@ def test_the_one_command_of_a_noop_run_is_the_lock_shell_with_every_probe(tmp_pa
     assert (recap.ok, recap.changed, recap.failed, recap.round_trips) == (3, 0, 0, 1)
     [argv] = counted.commands
     assert argv[:2] == ["sh", "-c"] and argv[2].startswith("# gpunode-lock")
-    batch = argv[-1]
+    batch = argv[6]  # sh -c LOCK sh STATE OWNER PROBE FRESH END
     for path in (tmp_path / "etc", tmp_path / "etc" / "a.conf", tmp_path / "current"):
         assert str(path) in batch
     assert "handlers.pending" in batch

@@ -17,7 +17,7 @@ class FakeHost(Transport):
     def _exec(self, argv, stdin, sink, timeout):
         return self.code, b"", self.err.encode()
 
-    def hold(self, argv):  # pragma: no cover - not used here
+    def hold(self, argv, until=""):  # pragma: no cover - not used here
         raise NotImplementedError
 
 

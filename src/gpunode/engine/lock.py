@@ -18,13 +18,12 @@ folder. A run that hangs with its connection half-open can be ended with
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import getpass
 import json
 import os
 import re
+import secrets
 import socket
 import sys
 import time
@@ -36,27 +35,30 @@ from gpunode.transport.base import Held, Transport
 # The first line of the lock shell is a marker that break_lock looks for in
 # /proc/<pid>/cmdline before it kills anything.
 # $3, when given, is the run's batched probe: it runs right after the lock is taken and its output
-# goes back base64-encoded on the first line, so lock and probe cost one round trip together.
-_PROBED = """out() { if [ -z "$P" ]; then echo "$1"; return; fi
-printf '%s ' "$1"; ( eval "$P" ) </dev/null 2>&1 | base64 -w0; echo; }
-P=$3
+# follows the first line as it is, up to the line $5 (random per run, so no output can end it
+# early), so lock and probe cost one round trip together. The newline before $5 is ours.
+_PROBED = """out() { echo "$1"; [ -n "$P" ] || return 0
+( eval "$P" ) </dev/null 2>&1; printf '\\n%s\\n' "$E"; }
+P=$3 E=$5 GN_STATE=$1
 """
 
 _EXCLUSIVE = """# gpunode-lock
 d=$1
 """ + _PROBED + """umask 077
-# $4=fresh: a target without the state folder gets the probe without the lock and nothing is
+# $4=fresh (else "-"): a target without the state folder gets the probe without the lock and nothing is
 # created, so that a run its facts refuse leaves the target as it was.
 if [ ! -d "$d" ] && [ "$4" = fresh ]; then out FRESH; exit 0; fi
 [ -d "$d" ] || mkdir -p "$d" 2>/dev/null || { echo "ERROR cannot create $d"; exit 0; }
 exec 9>>"$d/lock" || { echo "ERROR cannot open $d/lock"; exit 0; }
 if ! flock -n -x 9; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)"; exit 0; fi
-printf '%s %s\\n' "$$" "$2" > "$d/lock.owner.new" && mv -f "$d/lock.owner.new" "$d/lock.owner"
+# Written in place (one write, no mv): a reader that finds it empty takes it for "no owner".
+printf '%s %s\\n' "$$" "$2" > "$d/lock.owner"
 # Only a probe under this exclusive lock may update bookkeeping in $d (the facts cache).
 GN_EXCLUSIVE=1
 out LOCKED
 while read -r _; do :; done
-rm -f "$d/lock.owner"
+# Emptied, not removed: a builtin, and the run waits for it when it releases.
+: > "$d/lock.owner"
 """
 
 _SHARED = """# gpunode-lock (check)
@@ -91,7 +93,7 @@ LOST_LINE = "gpunode: this run no longer holds the lock"
 def guard(dir_ref: str, run_ref: str) -> str:
     """Shell text that stops a command (exit LOST_EXIT) unless lock.owner still names this run.
 
-    The lock shell removes lock.owner when its connection ends and a new holder
+    The lock shell empties lock.owner when its connection ends and a new holder
     overwrites it, so this catches a run that reconnected after a drop and
     would otherwise go on changing the target without the lock.
     """
@@ -203,9 +205,14 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
     not exist yet, run the probe without creating it or taking the lock (`fresh` is then set).
     """
     script = _SHARED if shared else _EXCLUSIVE
-    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json(), probe, *(["fresh"] if fresh else [])])
+    end = "gpunode-end-" + secrets.token_hex(8)
+    held = target.hold(["sh", "-c", script, "sh", state_dir, owner.to_json(), probe, "fresh" if fresh else "-", end],
+                       until=end if probe else "")
     word, _, rest = held.first_line.partition(" ")
-    probed = _decode(rest) if probe and word in ("LOCKED", "FREE", "FRESH") else ""
+    # The body lacks its last newline (ours) only when the end line came; else the probe's
+    # parser says that it ended early, with the evidence.
+    body = held.body[:-1] if held.body.endswith("\n") else held.body
+    probed = body if probe and word in ("LOCKED", "FREE", "FRESH") else ""
     if word == "LOCKED":
         return TargetLock(held, probed)
     held.release()
@@ -233,13 +240,6 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
         evidence=held.first_line or "(the lock shell said nothing)",
         hint=f"check that {state_dir} is writable and that flock(1) (util-linux) is installed",
     )
-
-
-def _decode(text: str) -> str:
-    try:
-        return base64.b64decode(text.strip(), validate=True).decode("utf-8", "replace")
-    except (binascii.Error, ValueError):
-        return ""  # the probe's parser then says that it ended early, with the evidence
 
 
 def break_lock(target: Transport, state_dir: str) -> str:

@@ -31,9 +31,9 @@ class Metered(Transport):
         self._tick()
         return self.inner._exec(argv, stdin, sink, timeout)
 
-    def hold(self, argv: Sequence[str]) -> Held:
+    def hold(self, argv: Sequence[str], until: str = "") -> Held:
         self._tick()
-        return self.inner.hold(argv)
+        return self.inner.hold(argv, until)
 
     def _raise_for_transport(self, result: Result) -> None:
         self.inner._raise_for_transport(result)

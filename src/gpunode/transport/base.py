@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
@@ -80,12 +80,26 @@ class Held:
 
     first_line: str
     _close: object = field(repr=False)
+    #: the lines after the first one, up to the `until` line that hold() was given ("" without one)
+    body: str = ""
 
     def release(self) -> None:
         close = self._close
         self._close = None
         if callable(close):
             close()
+
+
+def read_held(readline: Callable[[], bytes], until: str) -> tuple[str, str]:
+    """(first line, body) of a held process's stdout: the body runs up to a line that is exactly
+    `until`, or to the end of the output when that line never comes."""
+    first = readline().decode("utf-8", "replace").rstrip("\n")
+    if not until:
+        return first, ""
+    end, parts = until.encode() + b"\n", []
+    while (line := readline()) and line != end:
+        parts.append(line)
+    return first, b"".join(parts).decode("utf-8", "replace")
 
 
 class Transport(ABC):
@@ -105,8 +119,9 @@ class Transport(ABC):
         """Run argv; stream stdin in; stdout into sink if given (else return it)."""
 
     @abstractmethod
-    def hold(self, argv: Sequence[str]) -> Held:
-        """Start argv, wait for its first stdout line, keep it running until released."""
+    def hold(self, argv: Sequence[str], until: str = "") -> Held:
+        """Start argv, wait for its first stdout line (and, with `until`, for the lines after it
+        up to a line that is exactly `until`: Held.body), keep it running until released."""
 
     def close(self) -> None:  # noqa: B027 - optional for transports without resources
         """Release connections. Safe to call twice."""

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 
 from gpunode.errors import CommandError
-from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed
+from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed, read_held
 
 
 class LocalTransport(Transport):
@@ -60,10 +60,10 @@ class LocalTransport(Transport):
             t.join()
         return code, b"".join(out_parts), b"".join(err_parts)
 
-    def hold(self, argv: Sequence[str]) -> Held:
+    def hold(self, argv: Sequence[str], until: str = "") -> Held:
         proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdout is not None and proc.stdin is not None
-        line = proc.stdout.readline().decode("utf-8", "replace").rstrip("\n")
+        line, body = read_held(proc.stdout.readline, until)
         if proc.poll() is not None and not line:
             err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
             raise CommandError(f"`{argv[0]}` ended at once", target=self.name, evidence=err)
@@ -73,4 +73,4 @@ class LocalTransport(Transport):
                 proc.stdin.close()  # type: ignore[union-attr]
             proc.wait(timeout=30)
 
-        return Held(first_line=line, _close=close)
+        return Held(first_line=line, _close=close, body=body)

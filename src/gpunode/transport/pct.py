@@ -40,8 +40,8 @@ class PctTransport(Transport):
     def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
         return self.host._exec(self.wrap(argv), stdin, sink, timeout)
 
-    def hold(self, argv: Sequence[str]) -> Held:
-        return self.host.hold(self.wrap(argv))
+    def hold(self, argv: Sequence[str], until: str = "") -> Held:
+        return self.host.hold(self.wrap(argv), until)
 
     def close(self) -> None:
         self.host.close()

@@ -20,7 +20,7 @@ from fabric import Connection
 from gpunode import shell
 from gpunode.errors import ConnectError, HostKeyError
 from gpunode.transport import known_hosts
-from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed
+from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed, read_held
 from gpunode.transport.hostkeys import (
     RefuseUnknown,
     default_known_hosts,
@@ -232,10 +232,9 @@ class SshTransport(Transport):
                                target=self.name, hint="re-run; gpunode resumes where it stopped")
         return code, b"".join(out), b"".join(errs)
 
-    def hold(self, argv: Sequence[str]) -> Held:
+    def hold(self, argv: Sequence[str], until: str = "") -> Held:
         chan = self._channel(argv)
-        f = chan.makefile("rb")
-        line = f.readline().decode("utf-8", "replace").rstrip("\n")
+        line, body = read_held(chan.makefile("rb").readline, until)
 
         def close() -> None:
             try:
@@ -245,7 +244,7 @@ class SshTransport(Transport):
             except (OSError, EOFError, paramiko.SSHException):
                 pass
 
-        return Held(first_line=line, _close=close)
+        return Held(first_line=line, _close=close, body=body)
 
 
 
