@@ -16,18 +16,20 @@ import pytest
 
 from gpunode.engine import run_target
 from gpunode.lab import containers, paths
-from gpunode.roles.demo.role import role
+from gpunode.roles.demo.role import DEFAULTS, role
+from gpunode.testing import Collect
 from gpunode.transport import LocalTransport, PctTransport
 
 pytestmark = pytest.mark.lab
 
 VMID = 213  # made and removed by this module
 
-#: The demo role's no-op, measured: env, the lock shell's sh, flock, mv and rm (lock.owner) and
-#: base64, dpkg-query (apt), ONE stat and ONE sha256sum for the 5 file-like steps, ONE systemctl
-#: show. Before the batch ran its `sh -c` probes as subshells and read handlers.pending with
-#: `read`: 14 (an sh for the stat pass, the hash pass and the pending handlers, and a cat).
-DEMO_LIMIT = 10
+#: The demo role's no-op, measured: env, the lock shell's sh and flock, ONE stat and ONE
+#: sha256sum for the 5 file-like steps; dpkg-query's and systemctl's answers are reused while
+#: nothing they depend on changed (engine/reuse.py). 14 before the batch ran its `sh -c` probes
+#: as subshells; 10 before the lock shell sent the probe's output raw (no base64), wrote
+#: lock.owner in place (no mv), emptied it with a builtin (no rm) and reused those two answers.
+DEMO_LIMIT = 5
 
 # With -f, a call that another process interrupts is split: "execve(...) <unfinished ...>", later
 # "<... execve resumed>) = 0" on a line of the same pid.
@@ -49,8 +51,8 @@ class Traced(LocalTransport):
     def _exec(self, argv, stdin, sink, timeout):
         return super()._exec(self._strace(argv), stdin, sink, timeout)
 
-    def hold(self, argv):
-        return super().hold(self._strace(argv))
+    def hold(self, argv, until=""):
+        return super().hold(self._strace(argv), until)
 
 
 def started(log) -> list[str]:
@@ -87,6 +89,8 @@ def test_demo_noop_round_trip_starts_few_programs_in_the_container(fresh, tmp_pa
     plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
     first = run_target(plain, [role({})])
     assert first.succeeded and first.changed, first.error
+    # The first no-op stores dpkg-query's and systemctl's answers (engine/reuse.py); the next reuses them.
+    assert run_target(plain, [role({})]).changed == 0
     traced = Traced(tmp_path / "execve.log")
     again = run_target(PctTransport(traced, VMID, pct=str(paths.PCT), host_name="lab"), [role({})])
     assert (again.changed, again.ok, again.failed, again.round_trips) == (0, 8, 0, 1), again.error
@@ -96,5 +100,33 @@ def test_demo_noop_round_trip_starts_few_programs_in_the_container(fresh, tmp_pa
     assert len(progs) <= DEMO_LIMIT, f"{len(progs)} programs (at most {DEMO_LIMIT}):\n  {shown}"
     # One per kind, never one per step: five file-like steps, one stat and one sha256sum.
     kinds = [p.split(" ", 1)[0].rsplit("/", 1)[-1] for p in progs]
-    assert kinds.count("stat") == 1 and kinds.count("sha256sum") <= 1 and kinds.count("systemctl") == 1, shown
+    assert kinds.count("stat") == 1 and kinds.count("sha256sum") <= 1, shown
+    assert kinds.count("systemctl") == 0 and kinds.count("dpkg-query") == 0, shown  # reused, nothing changed
     assert kinds.count("sh") == 1, shown  # the lock shell only: every probe runs inside it
+
+
+def test_reused_answers_give_way_to_a_stop_a_disable_and_a_package_removal(fresh):
+    """What a user or systemd changes behind gpunode's back is seen by the next run, reused
+    answers or not. Check runs read the stored answers and say what they would do."""
+    plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
+    assert run_target(plain, [role({})]).succeeded
+    assert run_target(plain, [role({})]).changed == 0  # stores the answers
+    unit, package = DEFAULTS["demo_unit"], DEFAULTS["demo_packages"][0]
+
+    def would() -> list[str]:
+        seen = Collect()
+        recap = run_target(plain, [role({})], check=True, emit=seen)
+        assert recap.succeeded, recap.error
+        return [e.reason for e in seen.events if e.status == "changed"]
+
+    def ct(script: str) -> None:
+        plain.run(["sh", "-c", script], check=True)
+
+    ct(f"systemctl stop {unit}")
+    assert [r.split(" (")[0] for r in would()] == [f"start {unit}"]
+    ct(f"systemctl start {unit} && systemctl disable -q {unit}")
+    assert [r.split(" (")[0] for r in would()] == [f"enable {unit}"]
+    ct(f"systemctl enable -q {unit}")
+    assert would() == []
+    ct(f"dpkg -r --force-depends {package}")
+    assert would() == [f"install {package}"]

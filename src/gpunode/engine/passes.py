@@ -8,6 +8,9 @@ check stays the same pure function. Where the pass cannot say exactly that (a fi
 hash differs, whose old content the diff needs; a directory path that is a symlink; an
 answer that does not parse), the step gets None and the runner runs its own probe.
 
+The services' one `systemctl show` and each Packages step's `dpkg-query` run inside shell text
+that reuses their last answer while builtins say it still holds (engine/reuse.py).
+
 Venv and weights probes read one manifest each (steps/base.FileRead): they run without that
 `cat` and ONE grep reads every manifest; each gets the file's lines back in its own place.
 """
@@ -17,7 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpunode.steps import files, systemd, venv, weights
+from gpunode.engine import reuse
+from gpunode.steps import apt, files, systemd, venv, weights
 from gpunode.steps.base import FileRead, Probe
 
 # Records of four NUL-terminated fields: name, type, "mode user group size", %N (name -> target).
@@ -37,6 +41,7 @@ for f; do if [ -f "$f" ]; then set -- "$@" "$f"; fi; done
 shift "$n"
 [ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :"""
 _READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, weights.READ)}
+_DPKG = ["dpkg-query", "-W", f"-f={apt.FORMAT}", "--"]
 
 
 def _kind(argv: Sequence[str]) -> str:
@@ -103,7 +108,8 @@ def fold(argvs: Sequence[Sequence[str]]) -> Folded:
     for i, (kind, argv) in enumerate(zip(kinds, argvs, strict=True)):
         if not kind:
             folded.own.append(i)
-            folded.argvs.append(list(argv))
+            dpkg = len(argv) > len(_DPKG) and list(argv[:len(_DPKG)]) == _DPKG
+            folded.argvs.append(reuse.packages(argv) if dpkg else list(argv))
         elif kind == "unit":
             if argv[-1] not in folded.units:
                 folded.units.append(argv[-1])
@@ -125,7 +131,7 @@ def fold(argvs: Sequence[Sequence[str]]) -> Folded:
     if folded.reads:
         folded.argvs.append(["sh", "-c", _READ, "sh", *folded.reads])
     if folded.units:
-        folded.argvs.append([*_SHOW, *folded.units])
+        folded.argvs.append(reuse.units(folded.units))
     # own[] holds original indexes; the runner reads results in argvs order.
     folded.own = sorted(folded.own)
     return folded

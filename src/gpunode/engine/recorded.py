@@ -73,7 +73,8 @@ def recorded_digest(output: str, nonce: str) -> str | None:
 _RECORD = lock.guard("$1", "$2") + """
 f="$1/probe-$3.sh"
 cat > "$f.new" && mv -f "$f.new" "$f" || { echo "gpunode: cannot record $f"; exit 1; }
-GN=$4
+# Still this run's lock (the guard said so): the batch may store what it reuses (engine/reuse.py).
+GN_STATE=$1 GN_EXCLUSIVE=1 GN=$4
 . "$f"
 """
 

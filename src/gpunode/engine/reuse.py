@@ -1,0 +1,136 @@
+"""Two probe answers reused from the last applying run while builtins say they still hold.
+
+`dpkg-query` and `systemctl show` are the two process starts left in a no-op's round trip
+that answer the same thing run after run (issue 9). Each is wrapped in shell text that the
+batch runs as a subshell (engine/probe.py): it prints the stored answer when a test made of
+shell builtins says that nothing it depends on has changed, and otherwise runs the program,
+prints its answer as it is and, under the exclusive lock only, stores it. The stores live in
+the lock shell's state folder (`$GN_STATE`); outside the lock shell (unset) nothing is reused.
+
+dpkg-query: dpkg never edits /var/lib/dpkg/status in place, it writes a new file and renames
+it over the old one, and keeps what it has not written back yet in /var/lib/dpkg/updates/. So
+the answer holds while the status file is the same inode as a hard link taken before the
+query (`[ A -ef B ]`) and updates/ is empty. Any install, removal or hold since then fails
+the test.
+
+systemctl show: only a plain "loaded, enabled, active, running" answer is stored, and it is
+reused while the unit's signature is the same: the PIDs in its cgroup (a restart, a crash or a
+stop changes them; no PIDs, no reuse), which `*.wants`/`*.requires` links name it (enable,
+disable), and which of its unit file paths exist and are symlinks (mask). A unit with a
+drop-in folder is always asked. What the signature misses: a stop that is still in progress
+(ActiveState=deactivating with the old PIDs alive) reads as running until the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from gpunode.steps import apt, systemd
+
+#: Where the PIDs of a unit in system.slice are, cgroup v2 first, then v1's hybrid and legacy trees.
+_CGROUPS = ("/sys/fs/cgroup/system.slice", "/sys/fs/cgroup/unified/system.slice", "/sys/fs/cgroup/systemd/system.slice")
+_UNIT_DIRS = ("/etc/systemd/system", "/run/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system")
+_DROPIN_DIRS = (*_UNIT_DIRS, "/etc/systemd/system.control", "/run/systemd/system.control", "/run/systemd/transient")
+
+# Prints a stored answer ($1) line by line with builtins, as the program printed it.
+_PRINT = """gn_print() { while IFS= read -r gn_l; do printf '%s\\n' "$gn_l"; done < "$1"; }
+"""
+
+PACKAGES = _PRINT + """c="$GN_STATE/reuse-dpkg-$1"; shift
+gn_pending() { for gn_u in /var/lib/dpkg/updates/*; do [ -e "$gn_u" ] && return 0; done; return 1; }
+if [ -n "$GN_STATE" ] && [ -s "$c.out" ] && [ /var/lib/dpkg/status -ef "$c.status" ] && ! gn_pending; then
+  gn_print "$c.out"; exit 0
+fi
+gn_store=; if [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ]; then
+  # Emptied first (an empty answer is never reused); linked before the query, so that a
+  # dpkg run that ends between the two leaves a link to the status file it replaced.
+  : 2>/dev/null > "$c.out" && ln -f /var/lib/dpkg/status "$c.status" 2>/dev/null && gn_store=1
+fi
+gn_o=$(dpkg-query -W -f='""" + apt.FORMAT + """' -- "$@" 2>&1); gn_rc=$?
+[ -z "$gn_o" ] || printf '%s\\n' "$gn_o"
+if [ -n "$gn_store" ] && [ "$gn_rc" = 0 ] && ! gn_pending; then printf '%s\\n' "$gn_o" > "$c.out"; fi
+exit "$gn_rc"
+"""
+
+_SHOW = "systemctl show " + " ".join(f"-p{p}" for p in systemd.PROPERTIES) + ' -- "$@"'
+
+# Per unit: its signature (empty: ask systemd), then its stored block or a place in ONE
+# systemctl show of every unit that is asked; the blocks come out in the order of "$@".
+UNITS = _PRINT + """c="$GN_STATE/reuse-unit-"
+gn_i=0 gn_miss=
+for gn_u; do
+  gn_i=$((gn_i + 1)) gn_p=
+  case $gn_u in *[!A-Za-z0-9:_.@-]*) ;; *)
+  for gn_f in """ + " ".join(f"{c}/$gn_u/cgroup.procs" for c in _CGROUPS) + """; do
+    [ -r "$gn_f" ] || continue
+    while read -r gn_l; do gn_p="$gn_p,$gn_l"; done < "$gn_f"; break
+  done
+  for gn_f in """ + " ".join(f"{c}/$gn_u.d" for c in _DROPIN_DIRS) + """; do
+    [ ! -e "$gn_f" ] || gn_p=
+  done
+  [ -z "$gn_p" ] || for gn_f in """ + " ".join(f"{c}/$gn_u" for c in _UNIT_DIRS) + " " + " ".join(
+    f"{c}/*.wants/$gn_u {c}/*.requires/$gn_u" for c in _UNIT_DIRS[:2]) + """; do
+    if [ -L "$gn_f" ]; then gn_p="$gn_p L$gn_f"; elif [ -e "$gn_f" ]; then gn_p="$gn_p $gn_f"; fi
+  done;; esac
+  eval "gn_sig_$gn_i=\\$gn_p gn_hit_$gn_i="
+  gn_old=
+  [ -z "$gn_p" ] || [ -z "$GN_STATE" ] || [ ! -s "$c$gn_u.out" ] || IFS= read -r gn_old < "$c$gn_u.sig" || gn_old=
+  if [ -n "$gn_p" ] && [ "$gn_old" = "$gn_p" ]; then eval "gn_hit_$gn_i=1"; else gn_miss="$gn_miss $gn_u"; fi
+done
+gn_k=0
+if [ -n "$gn_miss" ]; then
+  gn_o=$(""" + _SHOW.replace('"$@"', "$gn_miss") + """ 2>&1) || { gn_rc=$?; printf '%s\\n' "$gn_o"; exit "$gn_rc"; }
+  gn_b=
+  while IFS= read -r gn_l; do
+    if [ -n "$gn_l" ]; then gn_b="$gn_b$gn_l
+"; elif [ -n "$gn_b" ]; then gn_k=$((gn_k + 1)); eval "gn_blk_$gn_k=\\$gn_b"; gn_b=; fi
+  done <<GN_EOF
+$gn_o
+GN_EOF
+  [ -z "$gn_b" ] || { gn_k=$((gn_k + 1)); eval "gn_blk_$gn_k=\\$gn_b"; }
+fi
+gn_i=0 gn_j=0
+for gn_u; do
+  gn_i=$((gn_i + 1))
+  [ "$gn_i" = 1 ] || echo
+  eval "gn_hit=\\$gn_hit_$gn_i gn_p=\\$gn_sig_$gn_i"
+  if [ -n "$gn_hit" ]; then gn_print "$c$gn_u.out"; continue; fi
+  gn_j=$((gn_j + 1)); eval "gn_b=\\${gn_blk_$gn_j:-}"
+  printf '%s' "$gn_b"
+  [ -n "$gn_p" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ] || continue
+  # Stored only when the unit answered exactly "loaded, enabled, active, running".
+  gn_n=0
+  while IFS= read -r gn_l; do
+    case $gn_l in
+      LoadState=loaded|UnitFileState=enabled|ActiveState=active|SubState=running|NeedDaemonReload=no)
+        gn_n=$((gn_n + 1));;
+      '') ;;
+      *) gn_n=-99;;
+    esac
+  done <<GN_EOF
+$gn_b
+GN_EOF
+  [ "$gn_n" = """ + str(len(systemd.PROPERTIES)) + """ ] || continue
+  : 2>/dev/null > "$c$gn_u.out" && printf '%s\\n' "$gn_p" > "$c$gn_u.sig" && printf '%s' "$gn_b" > "$c$gn_u.out"
+done
+# systemctl's blocks did not match the units asked: the parser then sends each to its own probe.
+[ "$gn_j" = "$gn_k" ] || printf '\\n%s\\n' "gpunode: systemctl show answered $gn_k units, not $gn_j"
+exit 0
+"""
+
+
+def key(names: Sequence[str]) -> str:
+    """The store's name for one list of packages."""
+    return hashlib.sha256("\0".join(names).encode()).hexdigest()[:16]
+
+
+def packages(argv: Sequence[str]) -> list[str]:
+    """A Packages probe (`dpkg-query -W -f=FORMAT -- names`) as the reusing shell."""
+    names = list(argv[4:])
+    return ["sh", "-c", PACKAGES, "sh", key(names), *names]
+
+
+def units(names: Sequence[str]) -> list[str]:
+    """One `systemctl show` of these units as the reusing shell."""
+    return ["sh", "-c", UNITS, "sh", *names]
