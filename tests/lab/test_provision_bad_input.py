@@ -138,10 +138,12 @@ def test_a_model_bigger_than_dev_shm_is_refused_before_staging(box, inventory, m
     assert run.changed() == [], f"the run changed the container before refusing:\n{run.explain()}"
     assert {e["status"] for e in run.of("step")} == {"skipped", "failed"}
     assert snapshot(box.sh, outside_state) == before, "the container changed"
-    # The run took the target's lock and recorded its probe batch (engine/recorded.py, what the next
-    # run's one round trip runs), and nothing else: no journal, no pending handler.
+    # The run took the target's lock (its owner record emptied on release) and recorded its probe
+    # batch (engine/recorded.py) and the answers it reuses (engine/reuse.py), what the next run's one
+    # round trip runs, and nothing else: no journal, no pending handler.
     left = box.sh("ls -A /var/lib/gpunode").out.split()
-    assert [n for n in left if not (n.startswith("probe-") and n.endswith(".sh"))] == ["lock"], left
+    assert [n for n in left if not n.startswith(("probe-", "reuse-"))] == ["lock", "lock.owner"], left
+    assert box.sh("cat /var/lib/gpunode/lock.owner").out == ""
     box.sh("rm -rf /var/lib/gpunode")  # as fresh as before, for the next case
 
 

@@ -261,9 +261,11 @@ def test_3_a_real_run_keeps_secrets_out_of_argv_lock_owner_events_and_the_lock_r
     assert any("runpy" in c and "-c" in c for c in found.container), "the router's launcher was not sampled"
     assert not [c for c in found.host | found.container if leaks(c)], \
         [c[:400] for c in found.host | found.container if leaks(c)]
-    assert found.owners, f"lock.owner never seen in {found.rounds} rounds"
+    # Empty between runs (the lock shell empties it on release) and for an instant while it is written.
+    records = [text for _, text in found.owners if text]
+    assert records, f"lock.owner never seen holding a record in {found.rounds} rounds"
     assert {mode for mode, _ in found.owners} == {0o600}
-    assert all('"task":"inv provision"' in text for _, text in found.owners), found.owners[:2]
+    assert all('"task":"inv provision"' in text for text in records), records[:2]
     assert not [text for _, text in found.owners if leaks(text)]
     print(f"\n{len(execs)} commands traced through sshd; "
           f"{found.rounds} sampling rounds over {run.seconds:.0f} s: {len(found.host)} host and "
