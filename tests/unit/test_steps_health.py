@@ -1,6 +1,8 @@
 """Ready's probe: ONE real curl over every endpoint, against real HTTP servers on loopback."""
 
+import os
 import socket
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -8,7 +10,7 @@ import pytest
 
 from gpunode.engine import probe as batch
 from gpunode.steps.base import Change, NoChange, Probe
-from gpunode.steps.health import Endpoint, Ready
+from gpunode.steps.health import _WAIT, Endpoint, Ready
 from gpunode.transport import LocalTransport
 
 
@@ -77,3 +79,18 @@ def test_output_cut_short_counts_every_endpoint_as_down():
     outcome = step.check(Probe(127, "sh: 1: curl: not found\n"))
     assert isinstance(outcome, Change) and "for slot0, slot1 to answer" in outcome.summary
     assert isinstance(step.check(Probe(0, "200\n")), Change)
+
+
+@pytest.mark.parametrize("restarts, code, last", [
+    ("2", 3, "@@failed gpunode-cpu1.service"),  # crashed and restarted by systemd: failed at once
+    ("", 4, "@@timeout gpunode-cpu1.service"),  # systemd too busy to answer: still loading, not a crash
+])
+def test_the_wait_calls_a_unit_failed_only_on_a_restart_count_it_read(tmp_path, restarts, code, last):
+    # systemctl as the wait sees it: the unit is not in the failed state, NRestarts as given
+    fake = tmp_path / "systemctl"
+    fake.write_text(f'#!/bin/sh\ncase "$1" in is-failed) exit 1 ;; show) printf "%s" "{restarts}" ;; esac\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    argv = ["sh", "-c", _WAIT, "sh", "1", "cpu1", "gpunode-cpu1.service", _refused_url(), "/health"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert (done.returncode, done.stdout.splitlines()[-1]) == (code, last), done.stdout + done.stderr

@@ -42,8 +42,11 @@ while :; do
            *" $unit "*) st=ready ;;
            *) if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url$a" 2>/dev/null)" = 200 ]; then
                 ready="$ready$unit "; st=ready; echo "@@ready $unit"
-              # A crash since the (re)start shows as NRestarts > 0 long before systemd gives up.
-              elif systemctl is-failed --quiet "$unit" || [ "$(systemctl show -P NRestarts "$unit")" != 0 ]; then
+              # A crash since the (re)start shows as NRestarts > 0 long before systemd gives up. Only a
+              # number counts: a busy systemd that answers nothing (seen in the lab while two servers
+              # load on two cores) is not a crash, so `[ "" -gt 0 ]` failing reads as "still loading".
+              elif systemctl is-failed --quiet "$unit" ||
+                   [ "$(systemctl show -P NRestarts "$unit" 2>/dev/null)" -gt 0 ] 2>/dev/null; then
                 echo "@@progress $n $total $line${line:+, }$name failed"; echo "@@failed $unit"; exit 3
               else
                 st="loading $(( now - t0 ))s"; waiting=${waiting:-$unit}
@@ -169,8 +172,10 @@ class Ready(Step):
         unit = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(("@@failed", "@@timeout"))),
                     self.endpoints[0].unit if self.endpoints else "?")
         journal = target.run(["journalctl", "-u", unit, "-n", "30", "--no-pager", "-o", "cat"]).stdout
+        state = target.run(["systemctl", "show", unit, "-p", "ActiveState,SubState,Result,NRestarts,ExecMainStatus"])
         why = "failed while starting" if code == 3 else f"did not answer its health check within {self.grace_s}s"
-        raise StepError(f"{unit} {why}", target=target.name, evidence="last journal lines:\n" + tail(journal, 30),
+        raise StepError(f"{unit} {why}", target=target.name,
+                        evidence=f"{state.stdout}{state.stderr}last journal lines:\n" + tail(journal, 30),
                         hint="fix the cause shown above, then re-run; raise ready_grace_s if the model "
                         "is just slow to load")
 
