@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from gpunode.engine import run_target
+from gpunode import shell
+from gpunode.engine import reuse, run_target
 from gpunode.lab import containers, paths
 from gpunode.roles.demo.role import DEFAULTS, role
 from gpunode.testing import Collect
@@ -130,3 +131,38 @@ def test_reused_answers_give_way_to_a_stop_a_disable_and_a_package_removal(fresh
     assert would() == []
     ct(f"dpkg -r --force-depends {package}")
     assert would() == [f"install {package}"]
+
+
+def test_an_exited_oneshot_is_reused_until_it_is_stopped(fresh):
+    """A oneshot with RemainAfterExit=yes (the weights' staging unit) has no PIDs to sign:
+    systemd's invocation link stands for "still active", so its answer is reused, and a stop
+    or a failure behind gpunode's back removes the link and is seen by the next run."""
+    plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
+    unit = "gpunode-test-oneshot.service"
+    store = f"/var/lib/gpunode-test/reuse-unit-{unit}.out"
+
+    def ct(script: str) -> str:
+        return plain.run(["sh", "-c", script], check=True).stdout
+
+    ct(f"printf '[Service]\\nType=oneshot\\nRemainAfterExit=yes\\nExecStart=/bin/true\\n' "
+       f"> /etc/systemd/system/{unit} && systemctl daemon-reload && systemctl start {unit} && "
+       f"mkdir -p /var/lib/gpunode-test")
+
+    def probe() -> str:
+        argv = reuse.units([unit])
+        return ct('GN_STATE=/var/lib/gpunode-test GN_EXCLUSIVE=1; export GN_STATE GN_EXCLUSIVE; exec "$@"'
+                  ' </dev/null' + "".join(" " + shell.quote(a) for a in ["sh", *argv[1:]]))
+
+    # Not enabled: a disabled unit's answer is never stored, so enable it first.
+    ct(f"printf '[Install]\\nWantedBy=multi-user.target\\n' >> /etc/systemd/system/{unit} && "
+       f"systemctl daemon-reload && systemctl enable -q {unit}")
+    first = probe()
+    assert "SubState=exited" in first and "UnitFileState=enabled" in first, first
+    assert ct(f"cat {store}") == first  # stored: the next probe prints it without systemctl
+    ct(f"systemctl stop {unit}")
+    after = probe()
+    assert "ActiveState=inactive" in after, after
+    ct(f"printf '[Service]\\nType=oneshot\\nRemainAfterExit=yes\\nExecStart=/bin/false\\n[Install]\\n"
+       f"WantedBy=multi-user.target\\n' > /etc/systemd/system/{unit} && systemctl daemon-reload && "
+       f"systemctl start {unit} || true")
+    assert "ActiveState=failed" in probe()

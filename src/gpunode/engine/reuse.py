@@ -13,12 +13,16 @@ the answer holds while the status file is the same inode as a hard link taken be
 query (`[ A -ef B ]`) and updates/ is empty. Any install, removal or hold since then fails
 the test.
 
-systemctl show: only a plain "loaded, enabled, active, running" answer is stored, and it is
+systemctl show: only a plain "loaded, enabled, active, running" answer is stored (or "active,
+exited": a oneshot with RemainAfterExit=yes, such as the weights' staging unit), and it is
 reused while the unit's signature is the same: the PIDs in its cgroup (a restart, a crash or a
-stop changes them; no PIDs, no reuse), which `*.wants`/`*.requires` links name it (enable,
-disable), and which of its unit file paths exist and are symlinks (mask). A unit with a
-drop-in folder is always asked. What the signature misses: a stop that is still in progress
-(ActiveState=deactivating with the old PIDs alive) reads as running until the next run.
+stop changes them), whether systemd's /run/systemd/units/invocation:<unit> link is there
+(systemd makes it when the unit starts and removes it when the unit stops or fails; it is what
+tells an exited oneshot that was stopped from one still active), which `*.wants`/`*.requires`
+links name it (enable, disable), and which of its unit file paths exist and are symlinks (mask).
+Neither PIDs nor the link: no reuse. A unit with a drop-in folder is always asked. What the
+signature misses: a stop that is still in progress (ActiveState=deactivating with the old PIDs
+alive) reads as running until the next run.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ for gn_u; do
     [ -r "$gn_f" ] || continue
     while read -r gn_l; do gn_p="$gn_p,$gn_l"; done < "$gn_f"; break
   done
+  [ ! -L "/run/systemd/units/invocation:$gn_u" ] || gn_p="$gn_p I"
   for gn_f in """ + " ".join(f"{c}/$gn_u.d" for c in _DROPIN_DIRS) + """; do
     [ ! -e "$gn_f" ] || gn_p=
   done
@@ -99,11 +104,11 @@ for gn_u; do
   gn_j=$((gn_j + 1)); eval "gn_b=\\${gn_blk_$gn_j:-}"
   printf '%s' "$gn_b"
   [ -n "$gn_p" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ] || continue
-  # Stored only when the unit answered exactly "loaded, enabled, active, running".
+  # Stored only when the unit answered exactly "loaded, enabled, active, running" (or exited).
   gn_n=0
   while IFS= read -r gn_l; do
     case $gn_l in
-      LoadState=loaded|UnitFileState=enabled|ActiveState=active|SubState=running|NeedDaemonReload=no)
+      LoadState=loaded|UnitFileState=enabled|ActiveState=active|NeedDaemonReload=no|SubState=running|SubState=exited)
         gn_n=$((gn_n + 1));;
       '') ;;
       *) gn_n=-99;;
