@@ -1,4 +1,4 @@
-"""Ready's probe: ONE real curl over every endpoint, against real HTTP servers on loopback."""
+"""Ready's probe: ONE command over every endpoint (bash's /dev/tcp, or curl), against real HTTP servers on loopback."""
 
 import os
 import socket
@@ -45,16 +45,46 @@ def _ready(*eps: Endpoint) -> Ready:
     return Ready(endpoints=list(eps), grace_s=600)
 
 
-def test_probe_is_one_curl_with_a_status_line_per_endpoint(server):
-    step = _ready(Endpoint("slot0", "s0.service", server, "tiny"), Endpoint("slot1", "s1.service", server, "tiny"),
+def _three(server: str) -> Ready:
+    return _ready(Endpoint("slot0", "s0.service", server, "tiny"), Endpoint("slot1", "s1.service", server, "tiny"),
                   Endpoint("router", "r.service", server, "tiny", "/readiness"))
+
+
+def test_probe_is_one_command_with_a_status_line_per_endpoint(server):
+    step = _three(server)
     argv = step.probe()
-    assert argv[0] == "curl" and argv.count("-o") == 3 and argv.count("curl") == 1
+    assert argv[:2] == ["sh", "-c"] and argv.count("-o") == 3 and argv.count("curl") == 1
     got = LocalTransport().run(argv)
     assert got.stdout == "200\n200\n503\n"
     outcome = step.check(Probe(got.exit_code, got.stdout))
     assert isinstance(outcome, Change)
     assert outcome.summary.startswith("wait up to 600s for router to answer their health check")
+
+
+def test_without_bash_the_same_probe_asks_curl(server, tmp_path):
+    # A target with no bash (busybox, Alpine): only sh and curl on PATH.
+    for prog in ("sh", "curl"):
+        (tmp_path / prog).symlink_to(subprocess.run(["sh", "-c", f"command -v {prog}"], capture_output=True,
+                                                    text=True, check=True).stdout.strip())
+    done = subprocess.run(_three(server).probe(), env={"PATH": str(tmp_path)}, capture_output=True, text=True,
+                          timeout=30, check=False)
+    assert (done.returncode, done.stdout) == (0, "200\n200\n503\n"), done.stderr
+
+
+def test_an_endpoint_off_loopback_is_asked_by_curl():
+    step = _ready(Endpoint("slot0", "s0.service", "http://127.0.0.1:30001", "tiny"),
+                  Endpoint("remote", "r.service", "https://10.0.0.5:30002", "tiny"))
+    assert step.probe()[0] == "curl"
+
+
+def test_a_server_that_accepts_and_never_answers_counts_as_down(server):
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)  # the kernel completes the connection; nobody ever reads or writes
+        wedged = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        step = _ready(Endpoint("slot0", "s0.service", wedged, "tiny"), Endpoint("slot1", "s1.service", server, "tiny"))
+        [result] = batch.run_batch(LocalTransport(), [step.probe()])
+    assert result.output == "000\n200\n"
 
 
 def test_all_healthy_is_a_noop_naming_the_endpoints(server):
