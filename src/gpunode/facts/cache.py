@@ -57,7 +57,8 @@ def _digest(group: Group, text: str) -> str:
 def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[str, str]]:
     """(signature text, {group: its sections wrapped in the reuse-or-run-and-store shell}).
     bodies: each group's section blocks as the probe would run them."""
-    words = " ".join(w for g in groups for w in g.paths)
+    # Once each: groups share words (the driver's libraries), and each glob reads its whole folder.
+    words = " ".join(dict.fromkeys(w for g in groups for w in g.paths))
     sig = ["gn_ok=", *(f"gn_sig_{g.name}={_digest(g, bodies[g.name])}" for g in groups),
            'if [ -n "$GN_CACHE" ]; then', *(g.setup.strip() for g in groups if g.setup),
            f"set -- {words}",
