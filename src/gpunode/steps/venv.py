@@ -28,9 +28,13 @@ from gpunode.transport.base import Transport
 MANIFEST = "gpunode-lock.json"
 LOCKED = "gpunode-requirements.txt"
 
-# The entries of site-packages, one per line: a glob, no ls (hashed here, by listing_hash).
-_NAMES = r"""for f in "$v"/lib/python3*/site-packages/*; do
-  if [ -e "$f" ] || [ -L "$f" ]; then printf '%s\n' "${f##*/}"; fi
+# The entries of site-packages, one per line: a glob, no ls (hashed here, by listing_hash). The glob
+# runs inside the folder: `*` there costs dash a quarter of what "$v"/lib/.../* does (300 entries in
+# a vLLM venv: 1.4 ms against 5.8 ms), and a match needs no test of its own (only "no match", which
+# leaves the pattern). It changes the folder, so it comes last in a probe.
+_NAMES = r"""for sp in "$v"/lib/python3*/site-packages; do
+  cd "$sp" 2>/dev/null || continue
+  set -- *; { [ -e "$1" ] || [ -L "$1" ]; } && printf '%s\n' "$@"
 done
 """
 
