@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -63,7 +64,8 @@ class LocalTransport(Transport):
     def hold(self, argv: Sequence[str], until: str = "") -> Held:
         proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdout is not None and proc.stdin is not None
-        line, body = read_held(proc.stdout.readline, until)
+        out = proc.stdout.fileno()  # unbuffered: read_held takes what has come
+        line, body = read_held(lambda n: os.read(out, n), until)
         if proc.poll() is not None and not line:
             err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
             raise CommandError(f"`{argv[0]}` ended at once", target=self.name, evidence=err)

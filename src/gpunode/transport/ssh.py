@@ -234,7 +234,7 @@ class SshTransport(Transport):
 
     def hold(self, argv: Sequence[str], until: str = "") -> Held:
         chan = self._channel(argv)
-        line, body = read_held(chan.makefile("rb").readline, until)
+        line, body = read_held(chan.recv, until)
 
         def close() -> None:
             try:
