@@ -112,7 +112,8 @@ def test_output_cut_short_counts_every_endpoint_as_down():
 
 
 @pytest.mark.parametrize("restarts, code, last", [
-    ("2", 3, "@@failed gpunode-cpu1.service"),  # crashed and restarted by systemd: failed at once
+    ("2", 3, "@@failed gpunode-cpu1.service"),  # crashed twice, restarted by systemd: failed at once
+    ("1", 4, "@@timeout gpunode-cpu1.service"),  # one crash at start: still loading (and said so)
     ("", 4, "@@timeout gpunode-cpu1.service"),  # systemd too busy to answer: still loading, not a crash
 ])
 def test_the_wait_calls_a_unit_failed_only_on_a_restart_count_it_read(tmp_path, restarts, code, last):
@@ -124,3 +125,4 @@ def test_the_wait_calls_a_unit_failed_only_on_a_restart_count_it_read(tmp_path, 
     argv = ["sh", "-c", _WAIT, "sh", "1", "cpu1", "gpunode-cpu1.service", _refused_url(), "/health"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30, check=False)
     assert (done.returncode, done.stdout.splitlines()[-1]) == (code, last), done.stdout + done.stderr
+    assert ("restarted once" in done.stdout) == (restarts == "1"), done.stdout
