@@ -75,6 +75,8 @@ def test_an_endpoint_off_loopback_is_asked_by_curl():
     step = _ready(Endpoint("slot0", "s0.service", "http://127.0.0.1:30001", "tiny"),
                   Endpoint("remote", "r.service", "https://10.0.0.5:30002", "tiny"))
     assert step.probe()[0] == "curl"
+    by_name = _ready(Endpoint("slot0", "s0.service", "http://localhost:30001", "tiny"))
+    assert by_name.probe()[0] == "curl"
 
 
 def test_a_server_that_accepts_and_never_answers_counts_as_down(server):

@@ -210,14 +210,15 @@ class Ready(Step):
 
 
 def _loopback(e: Endpoint) -> tuple[str, str, str] | None:
-    """(host, port, path) of an http endpoint on 127.0.0.1 or localhost; None for anything else
-    (https, another host, a path that would need quoting in a request line)."""
+    """(host, port, path) of an http endpoint on 127.0.0.1 (what gpunode's units listen on); None
+    for anything else: https, another host, a name ("localhost" may resolve to ::1 first, where curl
+    would try the next address), a path that would need quoting in a request line."""
     url = urlsplit(e.url + e.health)
     try:
         port = url.port or 80
     except ValueError:
         return None
-    if url.scheme != "http" or url.hostname not in ("127.0.0.1", "localhost") or url.query or url.fragment:
+    if url.scheme != "http" or url.hostname != "127.0.0.1" or url.query or url.fragment:
         return None
     path = url.path or "/"
     return (url.hostname, str(port), path) if re.fullmatch(r"/[A-Za-z0-9._~/-]*", path) else None
