@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 import pytest
 
-from gpunode import shell
 from gpunode.engine import reuse, run_target
 from gpunode.lab import containers, paths
 from gpunode.roles.demo.role import DEFAULTS, role
@@ -139,30 +138,30 @@ def test_an_exited_oneshot_is_reused_until_it_is_stopped(fresh):
     or a failure behind gpunode's back removes the link and is seen by the next run."""
     plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
     unit = "gpunode-test-oneshot.service"
-    store = f"/var/lib/gpunode-test/reuse-unit-{unit}.out"
+    state = "/var/lib/gpunode-test"
 
     def ct(script: str) -> str:
         return plain.run(["sh", "-c", script], check=True).stdout
 
-    ct(f"printf '[Service]\\nType=oneshot\\nRemainAfterExit=yes\\nExecStart=/bin/true\\n' "
-       f"> /etc/systemd/system/{unit} && systemctl daemon-reload && systemctl start {unit} && "
-       f"mkdir -p /var/lib/gpunode-test")
+    def oneshot(command: str) -> str:
+        # Enabled: a disabled unit's answer is never stored.
+        return (f"printf '[Service]\\nType=oneshot\\nRemainAfterExit=yes\\nExecStart={command}\\n[Install]\\n"
+                f"WantedBy=multi-user.target\\n' > /etc/systemd/system/{unit} && systemctl daemon-reload")
 
-    def probe() -> str:
-        argv = reuse.units([unit])
-        return ct('GN_STATE=/var/lib/gpunode-test GN_EXCLUSIVE=1; export GN_STATE GN_EXCLUSIVE; exec "$@"'
-                  ' </dev/null' + "".join(" " + shell.quote(a) for a in ["sh", *argv[1:]]))
+    def probe(path: str = "/usr/sbin:/usr/bin:/sbin:/bin") -> str:
+        # As the lock shell runs it under the exclusive lock: state folder set, stores allowed.
+        _sh, *rest = reuse.units([unit])
+        return plain.run(["env", f"PATH={path}", f"GN_STATE={state}", "GN_EXCLUSIVE=1", "/bin/sh", *rest],
+                         check=True).stdout
 
-    # Not enabled: a disabled unit's answer is never stored, so enable it first.
-    ct(f"printf '[Install]\\nWantedBy=multi-user.target\\n' >> /etc/systemd/system/{unit} && "
-       f"systemctl daemon-reload && systemctl enable -q {unit}")
+    ct(f"{oneshot('/bin/true')} && systemctl enable -q --now {unit} && mkdir -p {state}")
     first = probe()
     assert "SubState=exited" in first and "UnitFileState=enabled" in first, first
-    assert ct(f"cat {store}") == first  # stored: the next probe prints it without systemctl
+    assert ct(f"cat {state}/reuse-unit-{unit}.out") == first
+    # Reused: with no systemctl on PATH the next probe still gives the same answer.
+    assert probe(path="/nonexistent") == first
     ct(f"systemctl stop {unit}")
     after = probe()
     assert "ActiveState=inactive" in after, after
-    ct(f"printf '[Service]\\nType=oneshot\\nRemainAfterExit=yes\\nExecStart=/bin/false\\n[Install]\\n"
-       f"WantedBy=multi-user.target\\n' > /etc/systemd/system/{unit} && systemctl daemon-reload && "
-       f"systemctl start {unit} || true")
+    ct(f"{oneshot('/bin/false')} && {{ systemctl start {unit} || true; }}")
     assert "ActiveState=failed" in probe()
