@@ -61,15 +61,17 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
 def paired_time(fn, trip, repeat: int) -> tuple[float, float, object]:
     """Median of fn and median of trip, interleaved as trip fn, fn trip, trip fn, ...: each
     is preceded as often by the other as by itself, so neither pays more for what ran before."""
-    samples: dict[object, list[float]] = {fn: [], trip: []}
+    runs: list[float] = []
+    trips: list[float] = []
     last = None
     for i in range(repeat):
-        for call in ((trip, fn) if i % 2 == 0 else (fn, trip)):
-            started = time.perf_counter()
-            result = call()
-            samples[call].append(time.perf_counter() - started)
-            last = result if call is fn else last
-    return statistics.median(samples[fn]), statistics.median(samples[trip]), last
+        if i % 2 == 0:
+            trips.append(median_time(trip, 1)[0])
+        seconds, last = median_time(fn, 1)
+        runs.append(seconds)
+        if i % 2 == 1:
+            trips.append(median_time(trip, 1)[0])
+    return statistics.median(runs), statistics.median(trips), last
 
 
 def process_seconds(argv: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int]:
