@@ -305,8 +305,18 @@ def provision(inventory: Path, vmid: int | None, *args: str, host: str = "lab", 
 def provision_ok(inventory: Path, vmid: int, *args: str) -> CliRun:
     """`provision` that must succeed; a failure shows every event of the run."""
     run = provision(inventory, vmid, *args)
-    assert run.rc == 0 and run.recap["succeeded"], run.explain()
+    assert run.rc == 0 and run.recap["succeeded"], run.explain() + container_evidence(vmid)
     return run
+
+
+def container_evidence(vmid: int, lines: int = 120) -> str:
+    """The container's own account of a failed run (gpunode's units' journal less the health checks,
+    its memory), read before the module's fixture removes the container with it."""
+    got = Attached(vmid).sh("journalctl --no-pager -o short-monotonic -u 'gpunode-*' 2>&1 | "
+                            f"grep -v -e 'GET /health' -e 'uri=/health' -e 'uri=/readiness' | tail -n {lines}; "
+                            "echo; cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.peak 2>/dev/null; "
+                            "grep -E '^(MemTotal|MemAvailable)' /proc/meminfo", check=False)
+    return f"\n--- container {vmid}: journal of gpunode-*, memory.max/peak, meminfo ---\n{got.out}{got.err}"
 
 
 def resolve_plan(inventory: Path, vmid: int) -> dict[str, Any]:
