@@ -67,6 +67,30 @@ def test_a_file_replaced_with_the_same_size_and_content_is_read_again(setup):
     assert runs(log) == 2
 
 
+def test_a_file_two_groups_name_is_in_both_signatures_and_only_theirs(tmp_path):
+    """As the driver's libraries are in the nvidia and libs groups: a change to the shared file reads
+    both groups again, a change to one group's own file only that group."""
+    shared, own_a, own_b, log, state = (tmp_path / n for n in ("shared", "a", "b", "ran.log", "state"))
+    for f in (shared, own_a, own_b):
+        f.write_text("1\n")
+    state.mkdir()
+    chosen = [Snippet(name, f'echo {name} >> "{log}"; cat "{own}"', cached=Group(name, (str(own), str(shared))))
+              for name, own in (("a", own_a), ("b", own_b))] + [Snippet("c", f'echo c >> "{log}"',
+                                                                       cached=Group("c", (str(own_b),)))]
+    probe(chosen, "N1", state, write=True)
+    assert sorted(log.read_text().split()) == ["a", "b", "c"]
+    log.write_text("")
+    probe(chosen, "N2", state, write=True)
+    assert log.read_text() == ""                       # nothing changed: all three reused
+    shared.write_text("2, longer\n")
+    probe(chosen, "N3", state, write=True)
+    assert sorted(log.read_text().split()) == ["a", "b"]
+    log.write_text("")
+    own_a.write_text("2, longer\n")
+    assert probe(chosen, "N4", state, write=True)["a"] == "2, longer\n"
+    assert log.read_text().split() == ["a"]
+
+
 def test_a_check_run_writes_nothing_and_reads_what_an_applying_run_stored(setup):
     src, log, state, chosen = setup
     assert probe(chosen, "N1", state, write=False)["slow"] == "version 1\n"
