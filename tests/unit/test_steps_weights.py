@@ -128,6 +128,18 @@ def test_memory_limit_counts_shm_and_servers():
         step.check(_probe(100 << 30, str(64 << 30)))
 
 
+def test_without_a_cgroup_limit_memtotal_bounds_the_staging():
+    """A Proxmox guest's cgroup root reads "max" (its limit is on lxc/<vmid>); lxcfs shows that limit
+    as MemTotal, which then bounds /dev/shm and the servers."""
+    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30)
+    with pytest.raises(StepError, match=r"the target's memory \(MemTotal\) \(60.0 GiB\) cannot hold the staged "
+                                        r"model \(50.0 GiB\) next to the servers \(16.0 GiB\)"):
+        step.check(_probe(100 << 30, f"max\nMemTotal {60 << 20}"))
+    with pytest.raises(StepError, match=r"the container's memory limit \(64.0 GiB\)"):  # the smaller of the two
+        step.check(_probe(100 << 30, f"{64 << 30}\nMemTotal {128 << 20}"))
+    assert step.check(_probe(100 << 30, f"max\nMemTotal {128 << 20}")).summary.startswith("stage 1 files")
+
+
 def test_drift_through_the_batch_a_truncated_shard_or_a_deleted_file_restages(tmp_path):
     t = LocalTransport()
     src = _model(tmp_path)

@@ -34,14 +34,31 @@ parent=$dest
 while [ ! -d "$parent" ]; do case $parent in */*) parent=${parent%/*}; parent=${parent:-/} ;; *) parent=. ;; esac; done
 df -B1 --output=avail,size "$parent"
 echo "@@section memlimit"
+l=max
 for m in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
-  if [ -r "$m" ] && read -r l < "$m"; then echo "$l"; exit 0; fi
+  if [ -r "$m" ] && read -r l < "$m"; then break; fi; l=max
 done
-echo max
+echo "$l"
+# A Proxmox guest's cgroup root shows no limit (it sits in lxc/<vmid>/ns); lxcfs puts it here.
+while read -r k v _; do case $k in MemTotal:) echo "MemTotal $v"; break;; esac; done < /proc/meminfo
 """
 _PROBE = _HEAD + '[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"\n' + _TAIL
 #: In the batch, the manifest is read by one process with the venvs' (engine/passes.py).
 READ = FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n")
+
+
+def _memory(lines: list[str]) -> tuple[int | None, str]:
+    """The memory /dev/shm competes for: the cgroup's limit where the target sees one, else, or if
+    smaller, MemTotal (on Proxmox, lxcfs sets it to the container's limit)."""
+    found = []
+    cgroup = lines[0].strip()
+    if cgroup.isdigit() and int(cgroup) < (1 << 60):
+        found.append((int(cgroup), "the container's memory limit"))
+    for line in lines[1:]:
+        key, _, kib = line.partition(" ")
+        if key == "MemTotal" and kib.strip().isdigit():
+            found.append((int(kib) * 1024, "the target's memory (MemTotal)"))
+    return min(found) if found else (None, "")
 
 
 def _c_sorted(lines: list[str]) -> list[str]:
@@ -130,17 +147,15 @@ class StagedWeights(Step):
                 hint="/dev/shm is a tmpfs: free space there, or give the container more memory "
                 "(Proxmox: pct set <vmid> --memory <MiB>); its size defaults to half the memory",
             )
-        limit_text = (s.get("memlimit") or ["max"])[0].strip()
-        if limit_text.isdigit() and int(limit_text) < (1 << 60):
-            limit = int(limit_text)
-            if total + self.reserve_bytes > limit:
-                raise StepError(
-                    f"the container's memory limit ({human(limit)}) cannot hold the staged model "
-                    f"({human(total)}) next to the servers ({human(self.reserve_bytes)}): /dev/shm counts "
-                    "against that limit",
-                    hint="raise the container's memory (pct set <vmid> --memory <MiB>) or load the model "
-                    "from disk instead of /dev/shm (weights_stage: false)",
-                )
+        limit, what = _memory(s.get("memlimit") or ["max"])
+        if limit is not None and total + self.reserve_bytes > limit:
+            raise StepError(
+                f"{what} ({human(limit)}) cannot hold the staged model "
+                f"({human(total)}) next to the servers ({human(self.reserve_bytes)}): /dev/shm counts "
+                "against that limit",
+                hint="raise the container's memory (pct set <vmid> --memory <MiB>) or load the model "
+                "from disk instead of /dev/shm (weights_stage: false)",
+            )
 
     def apply(self, target: Transport) -> None:
         sink = ProgressSink(self.on_progress, self.on_line)
