@@ -3,6 +3,7 @@ what it reads, the entries it names with the line that shows them, its exit code
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -72,6 +73,22 @@ def test_the_port_holder_is_named_from_ss_without_the_journal():
     assert shown.startswith("gpunode-doctor-port.service is failed (failed); port 18080 is held by 127.0.0.1:18080 "
                             'users:(("python3",pid=')
     assert checks.port_taken(evidence(snapshot.load(HEALTHY))) == "", "running servers hold their own ports"
+
+
+def test_shm_over_memory_uses_memtotal_where_no_cgroup_limit_shows():
+    """A Proxmox guest reads no limit in its cgroup root (lxc/<vmid>/ns); MemTotal (lxcfs) is its limit."""
+    ev = evidence(snapshot.load(HEALTHY))
+    s = ev.facts.system
+    full = dataclasses.replace(s, mem_limit_bytes=None, mem_total_bytes=1 << 30,
+                               shm_size_bytes=1 << 30, shm_free_bytes=100 << 20)
+
+    def shown(system) -> str:
+        return checks.shm_over_memory_limit(dataclasses.replace(ev, facts=dataclasses.replace(ev.facts, system=system)))
+
+    assert shown(full) == "/dev/shm holds 924 MiB, over 80% of the target's memory (MemTotal) 1024 MiB"
+    assert shown(dataclasses.replace(full, mem_limit_bytes=512 << 20)).endswith(
+        "over 80% of the container's memory limit 512 MiB")
+    assert shown(dataclasses.replace(full, mem_total_bytes=4 << 30)) == ""
 
 
 def test_human_report_shows_symptom_cause_fix_source_and_evidence(capsys):
