@@ -72,7 +72,11 @@ SCRIPT = textwrap.dedent("""
     warm = []
     out["warm_up"] = lab.up(progress=warm.append, cpu_profile_files=False)["up"]
     out["warm_lines"] = warm
+    from gpunode.lab import containers
+    cg = containers._cgroup_lab()  # this lab's own cgroup folder, named by its state folder
     lab.destroy()
+    tops = ["/sys/fs/cgroup", *(f"/sys/fs/cgroup/{d}" for d in os.listdir("/sys/fs/cgroup"))]
+    out["cgroups_left"] = [t for t in tops if os.path.isdir(f"{t}/{cg}")]
     out["after_destroy"] = mine()
     out["state_left"] = os.listdir("/var/lib/gpunode-lab")
     print(json.dumps(out))
@@ -107,3 +111,4 @@ def test_up_down_destroy_of_a_second_lab(lab, tmp_path):
     assert any(line.startswith("base rootfs: cached") for line in out["warm_lines"]), out["warm_lines"]
     assert any(line.startswith("apt packages: cached") for line in out["warm_lines"]), out["warm_lines"]
     assert out["after_destroy"] == [] and out["state_left"] == []
+    assert out["cgroups_left"] == [], "destroy leaves none of the lab's cgroup folders"

@@ -11,6 +11,7 @@ shows and what LXC runs cannot drift apart:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -123,6 +124,19 @@ _CGROUP_LAYOUT = ("lxc.cgroup.dir.monitor = {lab}/lxc.monitor/{vmid}", "lxc.cgro
 def _cgroup_lab() -> str:
     """This lab's cgroup folder, named by its state folder's inode (each lab has its own)."""
     return f"gpunode-lab-{paths.STATE.stat().st_ino:x}"
+
+
+def remove_cgroups() -> None:
+    """This lab's cgroup folders, now empty (LXC leaves the parents of what it made): bottom up, in
+    every hierarchy (v1 controllers and the unified one). A folder still in use stays."""
+    lab = _cgroup_lab()
+    for top in [Path("/sys/fs/cgroup"), *Path("/sys/fs/cgroup").iterdir()]:
+        root = top / lab
+        if not root.is_dir() or root.is_symlink():
+            continue
+        for folder, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
+            with contextlib.suppress(OSError):
+                os.rmdir(folder)
 
 
 def memory_limit_file(vmid: int) -> Path:

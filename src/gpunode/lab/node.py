@@ -262,6 +262,7 @@ def destroy(progress: Progress | None = None) -> dict[str, Any]:
         for ct in containers.every_container():
             containers.remove(ct)
         if paths.STATE.exists():
+            containers.remove_cgroups()  # named by the state folder: before it goes
             # Its contents, then the folder itself unless something is mounted on it.
             for entry in paths.STATE.iterdir():
                 shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
