@@ -45,9 +45,9 @@ class Group:
     fresh: str = ""
 
 
-# One stat for every group, each group's words after a "/" (a stat that failed or printed
-# fewer "/" lines turns the cache off for this run). The path comes last: only it can hold a '|'.
-_STAT = "stat -L -c '%d|%i|%s|%y|%z|%t:%T|%n' -- \"$@\" 2>/dev/null"
+# One stat for every group; its first line is "/" (a stat that failed or printed nothing
+# turns the cache off for this run). The path comes last: only it can hold a '|'.
+_STAT = "stat -L -c '%d|%i|%s|%y|%z|%t:%T|%n' -- / \"$@\" 2>/dev/null"
 
 
 def _digest(group: Group, text: str) -> str:
@@ -57,26 +57,18 @@ def _digest(group: Group, text: str) -> str:
 def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[str, str]]:
     """(signature text, {group: its sections wrapped in the reuse-or-run-and-store shell}).
     bodies: each group's section blocks as the probe would run them."""
-    # Words split by the groups that name them (the driver's libraries are in two), each part after
-    # a "/" of its own: a stat line of "/" starts the next part, so a line is classified by one
-    # counter instead of by every group's patterns (60 lines, ~100 patterns: most of this block's
-    # time), and each glob is still expanded once (it reads its whole folder).
-    parts: dict[tuple[str, ...], list[str]] = {}
-    for w in dict.fromkeys(w for g in groups for w in g.paths):
-        parts.setdefault(tuple(g.name for g in groups if w in g.paths), []).append(w)
-    words = " ".join(f"/ {' '.join(ws)}" for ws in parts.values())
-    add = " ".join(f"{i}) " + " ".join(f'gn_sig_{n}="$gn_sig_{n} $l"' for n in names) + ";;"
-                   for i, names in enumerate(parts, 1))
+    # Once each: groups share words (the driver's libraries), and each glob reads its whole folder.
+    words = " ".join(dict.fromkeys(w for g in groups for w in g.paths))
     sig = ["gn_ok=", *(f"gn_sig_{g.name}={_digest(g, bodies[g.name])}" for g in groups),
            'if [ -n "$GN_CACHE" ]; then', *(g.setup.strip() for g in groups if g.setup),
            f"set -- {words}",
            f"gn_stat=$({_STAT})",
-           "set -f; IFS=$gn_nl; gn_g=0",
-           "for l in $gn_stat; do",
-           f'  case ${{l#*|*|*|*|*|*|}} in /) gn_g=$((gn_g + 1));; *) case $gn_g in {add} esac;; esac',
-           "done; unset IFS; set +f",
-           # every part's "/" answered: the stat ran and is GNU's (-c), else no group is reused
-           f'[ "$gn_g" = {len(parts)} ] && gn_ok=1']
+           "set -f; IFS=$gn_nl",
+           "for l in $gn_stat; do p=${l#*|*|*|*|*|*|}",
+           '  case $p in /) gn_ok=1;; esac']
+    sig += [f'  case $p in {"|".join(g.paths)}) gn_sig_{g.name}="$gn_sig_{g.name} $l";; esac' for g in groups]
+    sig += ["done; unset IFS; set +f"]
+    sig += [f'gn_sig_{g.name}="$gn_sig_{g.name} | {g.fresh}"' for g in groups if g.fresh]
     sig += ["fi", "gn_hits="]
     wrapped = {}
     for g in groups:
