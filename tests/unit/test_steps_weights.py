@@ -8,6 +8,7 @@ import pytest
 
 from gpunode.engine import probe
 from gpunode.errors import StepError
+from gpunode.facts.types import System
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.weights import StagedWeights
 from gpunode.transport import LocalTransport
@@ -108,36 +109,41 @@ def test_missing_source_is_a_clear_error(tmp_path):
         _check(step, LocalTransport())
 
 
-def _probe(avail: int, limit: str) -> Probe:
+def _probe(avail: int) -> Probe:
     # df prints a header line first (`df -B1 --output=avail,size`)
     out = ("@@section found\n/mnt/models/q\tmodel.safetensors\t53687091200\t1.0\n@@section manifest\n"
-           f"@@section space\n    Avail 1B-blocks\n{avail} {avail}\n@@section memlimit\n{limit}\n")
+           f"@@section space\n    Avail 1B-blocks\n{avail} {avail}\n")
     return Probe(0, out)
 
 
 def test_shm_too_small_refuses_before_copying():
     step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q")
     with pytest.raises(StepError, match=r"/dev/shm/q has 32.0 GiB free of 32.0 GiB, but the model needs 50.0 GiB"):
-        step.check(_probe(32 << 30, "max"))
+        step.check(_probe(32 << 30))
 
 
 def test_memory_limit_counts_shm_and_servers():
-    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30)
+    facts = System(mem_total_bytes=128 << 30, mem_limit_bytes=64 << 30)
+    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30,
+                         memory=facts.memory_bound())
     with pytest.raises(StepError, match=r"memory limit \(64.0 GiB\) cannot hold the staged model \(50.0 GiB\) "
                                         r"next to the servers \(16.0 GiB\)"):
-        step.check(_probe(100 << 30, str(64 << 30)))
+        step.check(_probe(100 << 30))
 
 
 def test_without_a_cgroup_limit_memtotal_bounds_the_staging():
     """A Proxmox guest's cgroup root reads "max" (its limit is on lxc/<vmid>); lxcfs shows that limit
     as MemTotal, which then bounds /dev/shm and the servers."""
-    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30)
+    def step(**memory: int) -> StagedWeights:
+        return StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30,
+                             memory=System(**memory).memory_bound())
+
     with pytest.raises(StepError, match=r"the target's memory \(MemTotal\) \(60.0 GiB\) cannot hold the staged "
                                         r"model \(50.0 GiB\) next to the servers \(16.0 GiB\)"):
-        step.check(_probe(100 << 30, f"max\nMemTotal {60 << 20}"))
+        step(mem_total_bytes=60 << 30).check(_probe(100 << 30))
     with pytest.raises(StepError, match=r"the container's memory limit \(64.0 GiB\)"):  # the smaller of the two
-        step.check(_probe(100 << 30, f"{64 << 30}\nMemTotal {128 << 20}"))
-    assert step.check(_probe(100 << 30, f"max\nMemTotal {128 << 20}")).summary.startswith("stage 1 files")
+        step(mem_total_bytes=128 << 30, mem_limit_bytes=64 << 30).check(_probe(100 << 30))
+    assert step(mem_total_bytes=128 << 30).check(_probe(100 << 30)).summary.startswith("stage 1 files")
 
 
 def test_drift_through_the_batch_a_truncated_shard_or_a_deleted_file_restages(tmp_path):

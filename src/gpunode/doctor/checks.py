@@ -105,13 +105,9 @@ def shm_full(e: Evidence) -> str:
 def shm_over_memory_limit(e: Evidence) -> str:
     s = e.facts.system
     used = s.shm_size_bytes - s.shm_free_bytes
-    # A Proxmox guest sees no cgroup limit (it runs in lxc/<vmid>/ns): lxcfs's MemTotal is its limit.
-    known = [(b, what) for b, what in ((s.mem_limit_bytes, "the container's memory limit"),
-                                       (s.mem_total_bytes, "the target's memory (MemTotal)")) if b]
-    if known:
-        memory, what = min(known)
-        if used > memory * 0.8:
-            return f"/dev/shm holds {used >> 20} MiB, over 80% of {what} {memory >> 20} MiB"
+    bound = s.memory_bound()
+    if bound and used > bound[0] * 0.8:
+        return f"/dev/shm holds {used >> 20} MiB, over 80% of {bound[1]} {bound[0] >> 20} MiB"
     return ""
 
 

@@ -56,6 +56,14 @@ class System:
     in_container: bool = False
     systemd: bool = False
 
+    def memory_bound(self) -> tuple[int, str] | None:
+        """(bytes, what) of the memory the servers and /dev/shm share: the smaller of the cgroup limit
+        and MemTotal. A Proxmox guest sees no cgroup limit (it runs in lxc/<vmid>/ns); lxcfs shows
+        that limit as MemTotal. None when neither is known."""
+        known = [(b, what) for b, what in ((self.mem_limit_bytes, "the container's memory limit"),
+                                           (self.mem_total_bytes, "the target's memory (MemTotal)")) if b]
+        return min(known) if known else None
+
 
 @dataclass(frozen=True)
 class Install:

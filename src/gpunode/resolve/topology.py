@@ -93,8 +93,9 @@ def cpu_topology(facts: Facts, choices: Choices, trail: Trail) -> tuple[Topology
     trail.decide("topology", f"{slots} CPU slot(s) on cores {cores} (cpu-slots)", why,
                  fact=f"system.cpus={cpus}; no GPU", rule="choices.slots",
                  source="cpu-serving-facts.md §1 (VLLM_CPU_OMP_THREADS_BIND: one core per server)")
-    if facts.system.mem_limit_bytes or facts.system.mem_total_bytes:
-        mem = facts.system.mem_limit_bytes or facts.system.mem_total_bytes
+    bound = facts.system.memory_bound()
+    if bound:
+        mem = bound[0]
         if mem < slots * 2.5 * 1e9:
             trail.warn(f"{slots} vLLM CPU servers need about {slots * 2.4:.1f} GB; the target has {mem / 1e9:.1f} GB")
     return Topology("cpu-slots", slots, 1, ()), cores

@@ -20,7 +20,8 @@ STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 
 # One find over the source and the staged copy (each line starts with its folder, %H), sorted
 # here; the rest is the shell's own work but the manifest's cat and df (the probe runs as a
-# subshell of the batch, engine/probe.py): no sort, tail, dirname or cat of a cgroup file.
+# subshell of the batch, engine/probe.py): no sort, tail or dirname. The memory bound comes from the
+# facts (System.memory_bound), read in the same round trip.
 _HEAD = r"""
 src=$1; dest=$2
 echo "@@section found"
@@ -33,32 +34,10 @@ _TAIL = r"""echo "@@section space"
 parent=$dest
 while [ ! -d "$parent" ]; do case $parent in */*) parent=${parent%/*}; parent=${parent:-/} ;; *) parent=. ;; esac; done
 df -B1 --output=avail,size "$parent"
-echo "@@section memlimit"
-l=max
-for m in /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes; do
-  if [ -r "$m" ] && read -r l < "$m"; then break; fi; l=max
-done
-echo "$l"
-# A Proxmox guest's cgroup root shows no limit (it sits in lxc/<vmid>/ns); lxcfs puts it here.
-while read -r k v _; do case $k in MemTotal:) echo "MemTotal $v"; break;; esac; done < /proc/meminfo
 """
 _PROBE = _HEAD + '[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"\n' + _TAIL
 #: In the batch, the manifest is read by one process with the venvs' (engine/passes.py).
 READ = FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n")
-
-
-def _memory(lines: list[str]) -> tuple[int | None, str]:
-    """The memory /dev/shm competes for: the cgroup's limit where the target sees one, else, or if
-    smaller, MemTotal (on Proxmox, lxcfs sets it to the container's limit)."""
-    found = []
-    cgroup = lines[0].strip()
-    if cgroup.isdigit() and int(cgroup) < (1 << 60):
-        found.append((int(cgroup), "the container's memory limit"))
-    for line in lines[1:]:
-        key, _, kib = line.partition(" ")
-        if key == "MemTotal" and kib.strip().isdigit():
-            found.append((int(kib) * 1024, "the target's memory (MemTotal)"))
-    return min(found) if found else (None, "")
 
 
 def _c_sorted(lines: list[str]) -> list[str]:
@@ -94,12 +73,14 @@ class StagedWeights(Step):
     + dest: where the servers load from
     + verify: "" (sizes, always) or "sha256" (checksums while copying)
     + reserve_bytes: memory the servers need beside the weights, for the preflight
+    + memory: (bytes, what) the weights and the servers share (facts' System.memory_bound), or None
     """
 
     source: str
     dest: str
     verify: str = ""
     reserve_bytes: int = 0
+    memory: tuple[int, str] | None = None
     script: str = STAGE_SCRIPT
     on_progress: Progress | None = field(default=None, repr=False, compare=False)
     on_line: Line | None = field(default=None, repr=False, compare=False)  # the script's other lines (-v)
@@ -147,8 +128,8 @@ class StagedWeights(Step):
                 hint="/dev/shm is a tmpfs: free space there, or give the container more memory "
                 "(Proxmox: pct set <vmid> --memory <MiB>); its size defaults to half the memory",
             )
-        limit, what = _memory(s.get("memlimit") or ["max"])
-        if limit is not None and total + self.reserve_bytes > limit:
+        if self.memory is not None and total + self.reserve_bytes > self.memory[0]:
+            limit, what = self.memory
             raise StepError(
                 f"{what} ({human(limit)}) cannot hold the staged model "
                 f"({human(total)}) next to the servers ({human(self.reserve_bytes)}): /dev/shm counts "

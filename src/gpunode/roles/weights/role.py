@@ -35,5 +35,6 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         steps.append(StagedWeights(source=str(ctx.var("model_source")).rstrip("/"), dest=staged_path(ctx),
                                    verify=ctx.vars["weights_verify"], on_progress=ctx.progress_for("weights", "bytes"),
                                    on_line=ctx.output,
-                                   reserve_bytes=int(ctx.vars["weights_server_reserve_bytes"]) * servers))
+                                   reserve_bytes=int(ctx.vars["weights_server_reserve_bytes"]) * servers,
+                                   memory=ctx.facts.system.memory_bound()))
     return [RolePlan("weights", steps)]
