@@ -310,13 +310,23 @@ def provision_ok(inventory: Path, vmid: int, *args: str) -> CliRun:
 
 
 def container_evidence(vmid: int, lines: int = 120) -> str:
-    """The container's own account of a failed run (gpunode's units' journal less the health checks,
-    its memory), read before the module's fixture removes the container with it."""
+    """The container's own account of a failed run (gpunode's units' journal less the health checks),
+    and its memory as the host's limiting cgroup counts it, read before the module's fixture removes
+    the container with them."""
     got = Attached(vmid).sh("journalctl --no-pager -o short-monotonic -u 'gpunode-*' 2>&1 | "
-                            f"grep -v -e 'GET /health' -e 'uri=/health' -e 'uri=/readiness' | tail -n {lines}; "
-                            "echo; cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory.peak 2>/dev/null; "
-                            "grep -E '^(MemTotal|MemAvailable)' /proc/meminfo", check=False)
-    return f"\n--- container {vmid}: journal of gpunode-*, memory.max/peak, meminfo ---\n{got.out}{got.err}"
+                            f"grep -v -e 'GET /health' -e 'uri=/health' -e 'uri=/readiness' | tail -n {lines}",
+                            check=False)
+    limit = containers.memory_limit_file(vmid)
+    names = (("memory.limit_in_bytes", "memory.usage_in_bytes", "memory.max_usage_in_bytes")
+             if limit.name == "memory.limit_in_bytes" else ("memory.max", "memory.current", "memory.peak"))
+    memory = []
+    for name in names:
+        try:
+            memory.append(f"{name} {(limit.parent / name).read_text().strip()}")
+        except OSError as exc:
+            memory.append(f"{name}: {exc.strerror}")
+    return (f"\n--- container {vmid}: journal of gpunode-* ---\n{got.out}{got.err}"
+            f"--- its memory cgroup {limit.parent} ---\n" + "\n".join(memory) + "\n")
 
 
 def resolve_plan(inventory: Path, vmid: int) -> dict[str, Any]:

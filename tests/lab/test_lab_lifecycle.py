@@ -73,7 +73,7 @@ SCRIPT = textwrap.dedent("""
     out["warm_up"] = lab.up(progress=warm.append, cpu_profile_files=False)["up"]
     out["warm_lines"] = warm
     from gpunode.lab import containers
-    cg = containers._cgroup_lab()  # this lab's own cgroup folder, named by its state folder
+    cg = containers.cgroup_folder()  # this lab's own cgroup folder, named by its state folder
     lab.destroy()
     tops = ["/sys/fs/cgroup", *(f"/sys/fs/cgroup/{d}" for d in os.listdir("/sys/fs/cgroup"))]
     out["cgroups_left"] = [t for t in tops if os.path.isdir(f"{t}/{cg}")]

@@ -121,7 +121,7 @@ _CGROUP_LAYOUT = ("lxc.cgroup.dir.monitor = {lab}/lxc.monitor/{vmid}", "lxc.cgro
                   "lxc.cgroup.dir.container.inner = ns")
 
 
-def _cgroup_lab() -> str:
+def cgroup_folder() -> str:
     """This lab's cgroup folder, named by its state folder's inode (each lab has its own)."""
     return f"gpunode-lab-{paths.STATE.stat().st_ino:x}"
 
@@ -129,7 +129,7 @@ def _cgroup_lab() -> str:
 def remove_cgroups() -> None:
     """This lab's cgroup folders, now empty (LXC leaves the parents of what it made): bottom up, in
     every hierarchy (v1 controllers and the unified one). A folder still in use stays."""
-    lab = _cgroup_lab()
+    lab = cgroup_folder()
     for top in [Path("/sys/fs/cgroup"), *Path("/sys/fs/cgroup").iterdir()]:
         root = top / lab
         if not root.is_dir() or root.is_symlink():
@@ -143,8 +143,8 @@ def memory_limit_file(vmid: int) -> Path:
     """The container's limiting memory cgroup file on the host: where PVE's memory hot-plug writes
     (pve-common PVE/CGroup.pm change_memory_limit, get_path('memory', 1): the outer cgroup)."""
     if _memory_key().startswith("lxc.cgroup."):
-        return Path(f"/sys/fs/cgroup/memory/{_cgroup_lab()}/lxc/{vmid}/memory.limit_in_bytes")
-    return Path(f"/sys/fs/cgroup/{_cgroup_lab()}/lxc/{vmid}/memory.max")
+        return Path(f"/sys/fs/cgroup/memory/{cgroup_folder()}/lxc/{vmid}/memory.limit_in_bytes")
+    return Path(f"/sys/fs/cgroup/{cgroup_folder()}/lxc/{vmid}/memory.max")
 
 
 def _rootfs_path(ct: Container, mode: str) -> str:
@@ -179,7 +179,7 @@ def lxc_config(ct: Container, mode: str) -> str:
         "lxc.tty.max = 2",
         "lxc.pty.max = 1024",
         f"{_memory_key()} = {ct.memory_mb * MiB}",
-        *(line.format(lab=_cgroup_lab(), vmid=ct.vmid) for line in _CGROUP_LAYOUT),
+        *(line.format(lab=cgroup_folder(), vmid=ct.vmid) for line in _CGROUP_LAYOUT),
     ]
     for m in ct.mounts:
         opts = "bind,create=file" if m.kind == "file" else "bind,ro,create=dir"
