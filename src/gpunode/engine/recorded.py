@@ -18,7 +18,6 @@ files show no change in a stat are reused (facts/cache.py, also in the state fol
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -73,8 +72,15 @@ def first_trip(prelude: Prelude, nonce: str, state_dir_ref: str = "$d") -> str:
 
 
 def recorded_digest(output: str, nonce: str) -> str | None:
-    found = re.search(rf"^{re.escape(nonce)} recorded ([0-9a-f]{{64}})$", output, re.M)
-    return found.group(1) if found else None
+    """The digest on the line `NONCE recorded <64 hex>` (a string search: no regex per nonce)."""
+    line, pos = f"{nonce} recorded ", 0
+    while (at := output.find(line, pos)) >= 0:
+        pos = at + 1
+        digest = output[at + len(line):at + len(line) + 65]
+        if (at == 0 or output[at - 1] == "\n") and len(digest) >= 64 and digest[64:] in ("", "\n") \
+                and all(c in "0123456789abcdef" for c in digest[:64]):
+            return digest[:64]
+    return None
 
 
 # Second round trip of an applying run: record the new batch (atomically), then run it.
