@@ -3,11 +3,12 @@ command; a run whose plan changed probes again (and records the new batch) befor
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from gpunode.engine import RolePlan, recorded
+from gpunode.engine import RolePlan, probe, recorded
 from gpunode.engine.lock import Owner, acquire
 from gpunode.engine.runner import begin, finish
 from gpunode.errors import FactError, LockError
@@ -106,3 +107,26 @@ def test_a_new_target_whose_facts_are_refused_gets_no_state_folder(tmp_path: Pat
     (tmp_path / "fact").write_text("a")
     recap, _, _ = run(tmp_path, str(state))
     assert recap.changed == 2 and (state / "lock").exists()
+
+
+def test_the_recorded_batch_runs_beside_the_facts_and_its_output_follows_them(tmp_path: Path):
+    # The facts wait for a line that only the recorded batch writes (through a fifo): one after
+    # the other, the facts would give up after 10 s and print "none". Side by side they get it.
+    state, fifo = tmp_path / "state", tmp_path / "fifo"
+    state.mkdir()
+    os.mkfifo(fifo)
+    key = recorded.key_for(["r"])
+    batch = f"printf '%s begin 0\\n' \"$GN\"\ntimeout 10 sh -c 'echo from-batch > {fifo}'\n" \
+            "printf '\\n%s end 0 %d\\n' \"$GN\" $?\n"
+    (state / f"probe-{key}.sh").write_text(f"# gpunode-probe {'0' * 64}\n{batch}")
+
+    def script(nonce: str) -> str:
+        return f"printf '%s fact %s\\n' {nonce} \"$(timeout 10 sh -c 'read x < {fifo} && echo $x' || echo none)\"\n"
+
+    nonce = probe.new_nonce()
+    text = recorded.first_trip(recorded.Prelude(key, script, lambda *_: []), nonce)
+    held = acquire(CountingTransport(), str(state), Owner.current("side-by-side"), probe=text)
+    held.release()
+    assert f"{nonce} fact from-batch\n" in held.probed
+    assert held.probed.index(" fact ") < held.probed.index(f"{nonce} recorded {'0' * 64}")
+    assert probe.parse(held.probed, 1, nonce)[0] == probe.Probe(0, "")
