@@ -15,7 +15,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator, Sequence
 
-from gpunode import shell
+from gpunode import marked, shell
 from gpunode.engine import passes
 from gpunode.errors import FactError, tail
 from gpunode.steps.base import Probe
@@ -55,28 +55,10 @@ def parse(output: str, count: int, nonce: str) -> list[Probe]:
 
 
 def blocks(output: str, nonce: str) -> Iterator[tuple[int, str, int]]:
-    """(index, output, exit code) of each probe between its `NONCE begin I` line and the first
-    `NONCE end I RC` line after it, as the regex ^NONCE begin (\\d+)\\n(.*?)\\nNONCE end \\1 (\\d+)\\n
-    (multiline, dotall) finds them. Plain string searches: a regex with the run's nonce in it is
-    compiled anew every run, which cost more local CPU than the search (a full provision's batch)."""
-    opening, pos = f"{nonce} begin ", 0
-    while (start := output.find(opening, pos)) >= 0:
-        pos = start + 1
-        if start and output[start - 1] != "\n":
-            continue
-        eol = output.find("\n", start)
-        index = output[start + len(opening):eol]
-        if eol < 0 or not index.isdecimal():
-            continue
-        closing = f"\n{nonce} end {index} "
-        at = eol
-        while (at := output.find(closing, at + 1)) >= 0:
-            rc_end = output.find("\n", at + len(closing))
-            rc = output[at + len(closing):rc_end]
-            if rc_end >= 0 and rc.isdecimal():
-                yield int(index), output[eol + 1:at], int(rc)
-                pos = rc_end + 1
-                break
+    """(index, output, exit code) of each probe, between its `NONCE begin I` line and the first
+    `NONCE end I RC` line after it."""
+    for b in marked.blocks(output, f"{nonce} begin ", lambda i: f"{nonce} end {i} ", key_ok=marked.decimal):
+        yield int(b.key), b.body, int(b.code)
 
 
 #: The batch rides in the lock shell's argv when it is at most this long (Linux refuses one

@@ -28,6 +28,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpunode import marked
 from gpunode.errors import FactError
 from gpunode.facts.snapshot import Section
 
@@ -95,14 +96,14 @@ fi
 
 def stored(stdout: str, nonce: str) -> tuple[dict[str, Section], str]:
     """The sections that the probe printed from the cache, and the output without them (pure)."""
-    marker = re.escape(f"@@gpunode:{nonce}:")
-    region = re.search(rf"^{marker}cached\n(?P<body>.*?)\n{marker}cached-end (?P<rc>\d+)$", stdout,
-                       re.MULTILINE | re.DOTALL)
+    marker = f"@@gpunode:{nonce}:"
+    region = next(marked.blocks(stdout, f"{marker}cached", lambda _: f"{marker}cached-end ",
+                                key_ok=lambda key: key == "", newline=False), None)
     if region is None:
         return {}, stdout
-    body, out, pos = region["body"], {}, 0
-    if region["rc"] != "0":
-        raise _damaged(f"reading it failed (cat exit code {region['rc']})", body)
+    body, out, pos = region.body, {}, 0
+    if region.code != "0":
+        raise _damaged(f"reading it failed (cat exit code {region.code})", body)
     while pos < len(body):
         head = re.compile(r"@@gpunode-cache (\S+)\n").match(body, pos)
         if head is None:
@@ -116,7 +117,7 @@ def stored(stdout: str, nonce: str) -> tuple[dict[str, Section], str]:
         if tail is None:
             raise _damaged("a stored group ends early", body[pos:])
         pos = tail.end()
-    return out, stdout[:region.start()] + stdout[region.end():]
+    return out, stdout[:region.start] + stdout[region.stop:]
 
 
 def _damaged(why: str, evidence: str) -> FactError:

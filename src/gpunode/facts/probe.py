@@ -21,7 +21,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpunode import shell
+from gpunode import marked, shell
 from gpunode.errors import FactError, tail
 from gpunode.facts import cache
 from gpunode.facts.cache import Group
@@ -105,13 +105,19 @@ def script(snippets: Sequence[Snippet] | None = None) -> str:
 
 def split(stdout: str, nonce: str) -> dict[str, Section]:
     """Cut the probe's stdout back into sections (pure)."""
-    marker = re.escape(f"@@gpunode:{nonce}:")
-    pattern = re.compile(
-        rf"^{marker}section (?P<name>[a-z0-9_]+)\n(?P<body>.*?)\n{marker}rc (?P<rc>-?\d+)$",
-        re.MULTILINE | re.DOTALL,
-    )
+    marker = f"@@gpunode:{nonce}:"
     stored, rest = cache.stored(stdout, nonce)
-    return {**stored, **{m["name"]: Section(m["body"], int(m["rc"])) for m in pattern.finditer(rest)}}
+    found = marked.blocks(rest, f"{marker}section ", lambda _: f"{marker}rc ", key_ok=_section_name,
+                          code_ok=marked.signed, newline=False)
+    return {**stored, **{b.key: Section(b.body, int(b.code)) for b in found}}
+
+
+def _section_name(text: str) -> bool:
+    """What [a-z0-9_]+ matches as a whole."""
+    return bool(text) and all(c in _NAME_CHARS for c in text)
+
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def venv_root(venv: str | None) -> str:
