@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,12 +183,27 @@ def group_rows(ssh: SshTransport, host, pct_s: float, repeat: int) -> list[str]:
             raise SystemExit(f"demo role did not converge on {bad[0].target}: {bad[0].error}")
         session = sshd_session(ssh)
         bare, _ = timed_cpu(lambda: cts[0].run(["true"], check=True), max(repeat, 11), session)
+        bare_many, _ = timed_cpu(lambda: bare_trips(cts), max(repeat, 11), session)
         one, _ = timed_cpu(lambda: run_target(cts[0], plan), repeat, session)
         many, recaps = timed_cpu(lambda: run_targets([(ct, plan) for ct in cts], forks=len(cts)), repeat, session)
     finally:
         for box in boxes:
             containers.remove(box)
-    return fan_out_rows(len(cts), pct_s, bare, one, many, recaps)
+    return fan_out_rows(len(cts), pct_s, bare, one, many, recaps) + [bare_row(len(cts), bare, bare_many)]
+
+
+def bare_trips(cts: list[PctTransport]) -> None:
+    """`pct exec <vmid> -- true` on every container at once, over the one SSH connection."""
+    with ThreadPoolExecutor(max_workers=len(cts)) as pool:
+        list(pool.map(lambda ct: ct.run(["true"], check=True), cts))
+
+
+def bare_row(n: int, bare: Cost, bare_many: Cost) -> str:
+    # Any tool's no-op makes at least one pct call per target: what n bare calls at once cost
+    # against one is the least an n-target fan-out can cost against one target on this machine.
+    return (f"  bare `pct exec -- true` on {n} containers at once vs one: {bare_many.wall * 1000:.1f} ms vs "
+            f"{bare.wall * 1000:.1f} ms, {bare_many.wall / bare.wall:4.2f}x (no fan-out of one pct call per target "
+            "goes below this here)")
 
 
 def ms(seconds: float) -> str:
