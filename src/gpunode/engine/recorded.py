@@ -59,10 +59,10 @@ def first_trip(prelude: Prelude, nonce: str, state_dir_ref: str = "$d") -> str:
     recorded batch, announced with its digest.
 
     The two do not depend on each other, so they run side by side: the batch writes into a pipe
-    (64 KiB of it buffer in the kernel, more than a full provision's batch prints) while the facts
-    print, and one `cat` passes the batch's output on after them. A no-op is latency bound and
-    the target has idle cores: in container 200 this took the lock shell from ~33 to ~23 ms. The
-    output is the same bytes in the same order as running one after the other.
+    (the kernel holds 64 KiB of it; past that it waits for the cat) while the facts print, and one
+    `cat` passes the batch's output on after them, so the answer reads as if they had run one after
+    the other. A no-op waits on the target, which has idle cores: in container 200 this took the
+    lock shell from ~33 to ~23 ms.
 
     `dd obs=1M` holds that output and writes it at the end in one piece: the shell's builtins write
     every line on its own, and sshd sent each write as an SSH packet (~66 for a full provision), each
