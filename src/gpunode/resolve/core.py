@@ -75,6 +75,7 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
                "architectures": list(facts.model.architectures) if facts.model else [],
                "size_bytes": facts.model.size_bytes if facts.model else 0, "mtp": mtp},
         decisions=tuple(trail.decisions), warnings=tuple(trail.warnings), facts=facts_view(facts), lock=lock,
+        kernel_package=p.kernel_package,
     )
 
 

@@ -125,6 +125,7 @@ class Plan:
     warnings: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)   # what the plan was made from (report.facts_view)
     lock: PlannedLock | None = None
+    kernel_package: str | None = None   # the pin set's kernel distribution ("sglang-kernel"), None without one
     schema: str = field(default=SCHEMA)
 
     def to_dict(self) -> dict[str, Any]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 
-from gpunode.resolve import load_kb
 from gpunode.roles.context import RoleContext
 
 DRIVER_LIBS = ("libcuda.so.1",)
@@ -104,10 +103,9 @@ def verify_commands(ctx: RoleContext, requirements: list[str]) -> list[list[str]
         return [*cmds, ["python", "-c", TORCH, "cpu"], ["python", "-c", f"import {module}"]]
     cmds.append(["python", "-c", TORCH, plan.toolkit.nvcc or "any"])
     driver = bool(ctx.facts.gpus) and ctx.facts.system.libcuda
-    pinset = load_kb().pinset(plan.pinset)
-    if pinset is not None and pinset.kernel_package:
+    if plan.kernel_package:
         allowed = [] if driver else list(DRIVER_LIBS)
-        cmds.append(["python", "-c", LIBS, pinset.kernel_package, json.dumps(allowed)])
+        cmds.append(["python", "-c", LIBS, plan.kernel_package, json.dumps(allowed)])
     cmds.append(["python", "-c", ENGINE_IMPORT, module, "driver" if driver else "no-driver"])
     cmds.append(["python", "-m", "pip", "check"])
     return cmds
