@@ -118,6 +118,20 @@ def _text(data: bytes | bytearray) -> str:
     return bytes(data).decode("utf-8", "replace")
 
 
+# Transport.write_file's shell: a temp file in the same folder, fsync, chmod, chown, rename.
+WRITE = ('set -e; d=$(dirname "$1"); mkdir -p "$d"; t=$(mktemp "$d/.gpunode.XXXXXX"); '
+         'trap \'rm -f "$t"\' EXIT; cat > "$t"; chmod "$2" "$t"; '
+         '[ -z "$3" ] || chown "$3" "$t"; '
+         'if [ -n "$4" ]; then h=$(sha256sum < "$t"); h=${h%% *}; '
+         '[ "$h" = "$4" ] || { echo "content arrived with sha256 $h, expected $4" >&2; exit 1; }; fi; '
+         'sync "$t" 2>/dev/null || sync; mv -f "$t" "$1"; trap - EXIT')
+
+
+def write_argv(dest: str, mode: int = 0o644, owner: str | None = None, sha256: str | None = None) -> list[str]:
+    """The argv that writes its stdin to dest atomically (what write_file runs)."""
+    return shell.sh(WRITE, dest, format(mode, "o"), owner or "", sha256 or "")
+
+
 class Transport(ABC):
     """Run commands on one target. Subclasses implement `_exec` and `hold`."""
 
@@ -192,21 +206,7 @@ class Transport(ABC):
         With sha256, the temp file is hashed on the target before the rename, so
         a stream cut short can never replace dest with a truncated file.
         """
-        self.script(
-            'set -e; d=$(dirname "$1"); mkdir -p "$d"; t=$(mktemp "$d/.gpunode.XXXXXX"); '
-            'trap \'rm -f "$t"\' EXIT; cat > "$t"; chmod "$2" "$t"; '
-            '[ -z "$3" ] || chown "$3" "$t"; '
-            'if [ -n "$4" ]; then h=$(sha256sum < "$t"); h=${h%% *}; '
-            '[ "$h" = "$4" ] || { echo "content arrived with sha256 $h, expected $4" >&2; exit 1; }; fi; '
-            'sync "$t" 2>/dev/null || sync; mv -f "$t" "$1"; trap - EXIT',
-            dest,
-            format(mode, "o"),
-            owner or "",
-            sha256 or "",
-            stdin=data,
-            check=True,
-            what=f"writing {dest}",
-        )
+        self.run(write_argv(dest, mode, owner, sha256), stdin=data, check=True, what=f"writing {dest}")
 
     def read_file(self, path: str, sink: Sink | None = None) -> bytes:
         """Read a file; with sink, stream it there and return b''."""
