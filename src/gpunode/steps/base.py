@@ -6,6 +6,11 @@ step its own output, and asks `check` for an Outcome: a Change (what would be
 done, with a diff for files) or a NoChange with a sentence saying why nothing
 is needed. Only then, and only outside check mode, does it call `apply`.
 
+A step whose apply is a fixed list of commands says so as data (`commands()`): the
+default `apply` runs them in order, `--check --commands` prints them, and tests pin
+them. A step that must watch its command as it runs (an installer's progress, a
+readiness wait) keeps `apply` as code and returns None.
+
 Steps never print, never know about roles or inventory, and build argv lists
 only (gpunode.shell quotes them).
 """
@@ -16,7 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpunode.transport.base import Transport
+from gpunode import shell
+from gpunode.errors import StepError, tail
+from gpunode.transport.base import Result, Transport
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,36 @@ class NoChange:
 Outcome = Change | NoChange
 
 
+@dataclass(frozen=True)
+class Command:
+    """One command of an apply, as data: argv, what goes to its stdin, and how its failure reads.
+
+    A non-zero exit raises: with `failure`, StepError("<failure> (exit code N)") with the tail of
+    its output and `hint`; without, the transport's CommandError naming `what`. `hidden` are argv
+    positions shown as "<hidden>" (a sensitive file's sha256: a hash of a short token can be
+    brute-forced)."""
+
+    argv: tuple[str, ...]
+    what: str
+    stdin: bytes | None = None
+    failure: str = ""
+    hint: str = ""
+    hidden: tuple[int, ...] = ()
+
+    def shown(self) -> str:
+        """The command as a shell line a person can read and run; stdin as its size."""
+        words = ["<hidden>" if i in self.hidden else w for i, w in enumerate(self.argv)]
+        line = " ".join(w if w == "<hidden>" else shell.quote(w) for w in words)
+        return line + (f"  # stdin: {len(self.stdin)} bytes" if self.stdin is not None else "")
+
+    def run(self, target: Transport) -> Result:
+        result = target.run(self.argv, stdin=self.stdin, check=not self.failure, what=self.what)
+        if not result.ok:
+            raise StepError(f"{self.failure} (exit code {result.exit_code})", target=target.name,
+                            evidence=tail(result.stdout + result.stderr, 30), hint=self.hint)
+        return result
+
+
 @dataclass
 class Step(ABC):
     """Base class for resources. Subclasses are dataclasses with their own fields."""
@@ -91,6 +128,14 @@ class Step(ABC):
     def check(self, probe: Probe) -> Outcome:
         """Pure: compare the probe output with the desired state."""
 
-    @abstractmethod
+    def commands(self) -> list[Command] | None:
+        """What apply runs, in order, as data; None when apply is code of its own."""
+        return None
+
     def apply(self, target: Transport) -> None:
         """Make it so. Raise StepError (with evidence) on failure. Must be safe to repeat."""
+        commands = self.commands()
+        if commands is None:
+            raise NotImplementedError(f"{type(self).__name__} has neither commands() nor its own apply()")
+        for command in commands:
+            command.run(target)

@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.steps.render import render
-from gpunode.transport.base import Transport
+from gpunode.transport.base import write_argv
 
 DIFF_LIMIT = 256 * 1024
 
@@ -116,9 +117,9 @@ class Directory(Step):
         owned = f" and owner {user}:{group}" if self.owner else ""
         return NoChange(f"{self.path} is already a directory with mode {self.mode:04o}{owned}")
 
-    def apply(self, target: Transport) -> None:
-        target.script(_DIR_APPLY, self.path, format(self.mode, "o"), self.owner or "",
-                      check=True, what=f"creating directory {self.path}")
+    def commands(self) -> list[Command]:
+        return [Command(tuple(shell.sh(_DIR_APPLY, self.path, format(self.mode, "o"), self.owner or "")),
+                        f"creating directory {self.path}")]
 
 
 @dataclass
@@ -193,8 +194,11 @@ class File(Step):
             return f"(diff of {self.path} omitted: binary content)\n"
         return text_diff(old, new, self.path)
 
-    def apply(self, target: Transport) -> None:
-        target.write_file(self.path, self.data, mode=self.mode, owner=self.owner, sha256=self.sha256)
+    def commands(self) -> list[Command]:
+        argv = write_argv(self.path, self.mode, self.owner, self.sha256)
+        # The sha256 travels in argv (ps on the target sees it): hidden where the content is a secret.
+        return [Command(tuple(argv), f"writing {self.path}", stdin=self.data,
+                        hidden=(len(argv) - 1,) if self.sensitive else ())]
 
 
 @dataclass
@@ -248,6 +252,5 @@ class Symlink(Step):
                         hint="move it away by hand" + (", or set force=True to replace a file"
                                                        if detail.startswith("regular") else ""))
 
-    def apply(self, target: Transport) -> None:
-        target.script(_LINK_APPLY, self.path, self.target, check=True,
-                      what=f"linking {self.path} → {self.target}")
+    def commands(self) -> list[Command]:
+        return [Command(tuple(shell.sh(_LINK_APPLY, self.path, self.target)), f"linking {self.path} → {self.target}")]

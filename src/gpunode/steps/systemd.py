@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.steps.files import File, Template
-from gpunode.transport.base import Transport
 
 UNIT_DIR = "/etc/systemd/system"
 #: Handler names the engine resolves by pattern (engine/handlers.py); steps only name them.
@@ -77,8 +77,8 @@ class Unit(Step):
     def check(self, probe: Probe) -> Outcome:
         return self.file.check(probe)
 
-    def apply(self, target: Transport) -> None:
-        self.file.apply(target)
+    def commands(self) -> list[Command]:
+        return self.file.commands()
 
 
 def parse_show(output: str) -> dict[str, str]:
@@ -142,15 +142,11 @@ class Service(Step):
             said.append(f"running ({active}/{sub})" if self.running else f"stopped ({active})")
         return NoChange(f"{self.name} is already {' and '.join(said) or 'as wanted'}")
 
-    def apply(self, target: Transport) -> None:
+    def commands(self) -> list[Command]:
         def word(value: bool | None) -> str:
             return "" if value is None else ("yes" if value else "no")
 
-        result = target.script(_SERVICE_APPLY, self.name, word(self.enabled), word(self.running))
-        if not result.ok:
-            raise StepError(
-                f"systemctl could not bring {self.name} to the wanted state (exit code {result.exit_code})",
-                target=target.name,
-                evidence=tail(result.stdout + result.stderr, 30),
-                hint=f"see `journalctl -u {self.name}` on the target; re-running is safe",
-            )
+        return [Command(tuple(shell.sh(_SERVICE_APPLY, self.name, word(self.enabled), word(self.running))),
+                        f"bringing {self.name} to the wanted state",
+                        failure=f"systemctl could not bring {self.name} to the wanted state",
+                        hint=f"see `journalctl -u {self.name}` on the target; re-running is safe")]
