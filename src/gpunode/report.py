@@ -53,10 +53,12 @@ class HumanReport:
     """
 
     def __init__(self, console: Console | None = None, *, show_ok: bool = True, redact: Redact = _same,
-                 live: Callable[[Start | Progress | TargetRecap], None] | None = None):
-        """live: receives Start, Progress and TargetRecap items (the live progress lines)."""
+                 live: Callable[[Start | Progress | TargetRecap], None] | None = None, commands: bool = False):
+        """live: receives Start, Progress and TargetRecap items (the live progress lines).
+        commands: print the commands a would-be change runs (check mode, `--commands`)."""
         self.console = console or Console()
         self.show_ok = show_ok
+        self.commands = commands
         self.redact = redact
         self.live = live
 
@@ -88,6 +90,10 @@ class HumanReport:
                                highlight=False, soft_wrap=True)
         if item.diff:
             self.console.print(_diff_text(self.redact(item.diff)), highlight=False, soft_wrap=True)
+        if self.commands and item.check and item.kind == "step" and item.status == CHANGED:
+            for command in item.commands or ("(its apply is code of its own, not a fixed list of commands)",):
+                self.console.print(Text("             $ " + self.redact(command), style="cyan"),
+                                   highlight=False, soft_wrap=True)
 
     def _target_done(self, recap: TargetRecap) -> None:
         if recap.error:

@@ -20,6 +20,8 @@ HELP = {
     "set": "override a variable: --set key=value (repeatable)",
     "forks": "how many targets run at once with --group (default 4)",
     "facts": "use a saved facts snapshot instead of probing (plan only; implies --check)",
+    "commands": "print the exact commands each change would run (implies --check; steps whose apply is a "
+                "fixed list of commands: files, directories, links, units, services)",
     "verbose": "stream what long steps print on the target (installer, staging, readiness), each line "
                "prefixed with the target",
 }
@@ -27,7 +29,7 @@ HELP = {
 
 @task(iterable=["set_"], help=HELP)
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
-              inventory=None, set_=None, forks=None, facts=None, verbose=False):
+              inventory=None, set_=None, forks=None, facts=None, verbose=False, commands=False):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
     # Imported here, not at the top: `inv --list` and `inv --help` must not pay for SSH, the
     # resolver and the templates (tests/unit/test_cli_import_light.py).
@@ -46,12 +48,12 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
     inv = load_inventory(inventory)
     targets = select_targets(inv, host, ct, group, parse_sets(set_))
-    check = check or bool(facts)
+    check = check or bool(facts) or commands
     console = Console(stderr=True) if json else Console()
     run_id = new_run_id()
     live = None if json else LiveLines(console)
     sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(console, redact=redact,
-                                                                                        live=live)
+                                                                                        live=live, commands=commands)
 
     def show_plan(name: str, plan) -> None:
         if json:

@@ -40,6 +40,9 @@ class Event:
     duration: float = 0.0
     diff: str = ""
     check: bool = False
+    #: check mode, a step that would change: the exact commands its apply runs (steps/base.Command.shown),
+    #: for steps whose apply is a fixed list of commands
+    commands: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -55,6 +58,8 @@ class Event:
         }
         if self.diff:
             data["diff"] = self.diff
+        if self.commands:
+            data["commands"] = list(self.commands)
         return data
 
 

@@ -63,10 +63,10 @@ class _Run:
     # -- events ------------------------------------------------------------------
 
     def event(self, kind: str, role: str, step: str, status: str, reason: str,
-              started: float, diff: str = "") -> None:
+              started: float, diff: str = "", commands: tuple[str, ...] = ()) -> None:
         shown = diff if (self.diff or self.check) else ""
         ev = Event(kind, self.recap.target, role, step, status, reason,
-                   time.monotonic() - started, shown, self.check)
+                   time.monotonic() - started, shown, self.check, commands)
         self.recap.count(ev)
         self.steps_reported += kind == "step"
         self.emit(ev)
@@ -108,7 +108,9 @@ class _Run:
                 if isinstance(outcome, BaseException):
                     self.event("step", role.name, step.title, FAILED, _message(outcome), started)
                 elif isinstance(outcome, Change):
-                    self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff)
+                    commands = tuple(c.shown() for c in step.commands() or ())
+                    self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff,
+                               commands)
                     for name in step.notify:
                         self.notifiers.setdefault((role.name, name), []).append(step.id)
                 else:

@@ -1,0 +1,101 @@
+"""Applies as data: the steps whose apply is a fixed list of commands say them (`commands()`), the
+default apply runs exactly those, a check run's events carry them, and `--commands` prints them."""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import stat
+
+import pytest
+from rich.console import Console
+
+from gpunode import shell
+from gpunode.engine import RolePlan, run_target
+from gpunode.engine.events import Event
+from gpunode.errors import CommandError, StepError
+from gpunode.report import HumanReport
+from gpunode.steps.base import Command
+from gpunode.steps.files import _DIR_APPLY, _LINK_APPLY, Directory, File, Symlink
+from gpunode.steps.systemd import _SERVICE_APPLY, Service, Unit
+from gpunode.transport import LocalTransport
+from gpunode.transport.base import write_argv
+from tests.unit.engine_helpers import Collect, CountingTransport
+
+
+def test_the_commands_are_pinned_argv_with_the_file_content_on_stdin():
+    f = File("/etc/gpunode/a.env", "PORT=1\n", mode=0o600, owner="root:root")
+    assert f.commands() == [Command(tuple(write_argv("/etc/gpunode/a.env", 0o600, "root:root", f.sha256)),
+                                    "writing /etc/gpunode/a.env", stdin=b"PORT=1\n")]
+    assert Directory("/etc/gpunode", mode=0o750).commands() == [
+        Command(tuple(shell.sh(_DIR_APPLY, "/etc/gpunode", "750", "")), "creating directory /etc/gpunode")]
+    assert Symlink("/usr/local/bin/x", "/opt/x/bin/x").commands() == [
+        Command(tuple(shell.sh(_LINK_APPLY, "/usr/local/bin/x", "/opt/x/bin/x")),
+                "linking /usr/local/bin/x → /opt/x/bin/x")]
+    service = Service("gpunode-cpu0.service", enabled=True, running=None).commands()[0]
+    assert service.argv == tuple(shell.sh(_SERVICE_APPLY, "gpunode-cpu0.service", "yes", ""))
+    assert service.failure == "systemctl could not bring gpunode-cpu0.service to the wanted state"
+    unit = Unit("gpunode-cpu0.service", content="[Service]\nExecStart=/bin/true\n")
+    assert unit.commands() == unit.file.commands()
+
+
+def test_the_shown_line_runs_as_it_reads_and_keeps_content_and_secret_hashes_out(tmp_path):
+    plain = File(str(tmp_path / "a b.conf"), "x=1\n").commands()[0].shown()
+    assert plain.endswith("  # stdin: 4 bytes") and "x=1" not in plain
+    assert shlex.split(plain.split("  # stdin")[0]) == list(write_argv(str(tmp_path / "a b.conf"), 0o644, None,
+                                                                       File("/", "x=1\n").sha256))
+    secret = File("/etc/gpunode/cpu0.secrets.env", "VLLM_API_KEY=s3cret\n", mode=0o600, sensitive=True)
+    shown = secret.commands()[0].shown()
+    assert secret.sha256 not in shown and "s3cret" not in shown and shown.split("  #")[0].endswith("<hidden>")
+
+
+def test_the_default_apply_runs_the_commands(tmp_path):
+    target = LocalTransport()
+    Directory(str(tmp_path / "etc"), mode=0o750).apply(target)
+    File(str(tmp_path / "etc" / "a.conf"), "port=1\n", mode=0o640).apply(target)
+    Symlink(str(tmp_path / "link"), str(tmp_path / "etc" / "a.conf")).apply(target)
+    assert stat.S_IMODE(os.stat(tmp_path / "etc").st_mode) == 0o750
+    assert (tmp_path / "etc" / "a.conf").read_text() == "port=1\n"
+    assert stat.S_IMODE(os.stat(tmp_path / "etc" / "a.conf").st_mode) == 0o640
+    assert os.readlink(tmp_path / "link") == str(tmp_path / "etc" / "a.conf")
+
+
+def test_a_failing_command_names_what_it_did_or_says_its_own_failure():
+    boom = ("sh", "-c", "echo boom >&2; exit 3")
+    with pytest.raises(CommandError, match="linking x failed with exit code 3") as plain:
+        Command(boom, "linking x").run(LocalTransport())
+    assert "boom" in plain.value.evidence
+    with pytest.raises(StepError, match=r"systemctl could not start x \(exit code 3\)") as own:
+        Command(boom, "starting x", failure="systemctl could not start x", hint="see journalctl").run(LocalTransport())
+    assert "boom" in own.value.evidence and own.value.hint == "see journalctl"
+
+
+def test_a_check_run_carries_the_commands_of_what_would_change_and_an_applying_run_none(tmp_path):
+    path = str(tmp_path / "a.conf")
+    role = RolePlan("demo", [File(path, "port=1\n")])
+    seen = Collect()
+    run_target(CountingTransport(), [role], check=True, emit=seen, state_dir=str(tmp_path / "state"))
+    (changed,) = [e for e in seen.events if isinstance(e, Event) and e.status == "changed"]
+    assert changed.commands == (File(path, "port=1\n").commands()[0].shown(),)
+    assert changed.to_dict()["commands"] == list(changed.commands)
+    applied = Collect()
+    run_target(CountingTransport(), [role], emit=applied, state_dir=str(tmp_path / "state"))
+    assert all(not e.commands for e in applied.events if isinstance(e, Event))
+
+
+def test_commands_are_printed_only_when_asked():
+    event = Event("step", "kpro6/200", "demo", "file:/etc/a", "changed", "create /etc/a", 0.0, "", True,
+                  ("sh -c 'write' sh /etc/a 644 '' 1a2b  # stdin: 7 bytes",))
+    venv = Event("step", "kpro6/200", "engine", "venv:/opt/v", "changed", "create venv", 0.0, "", True)
+
+    def render(commands: bool) -> str:
+        out = io.StringIO()
+        report = HumanReport(Console(file=out, width=200, color_system=None), commands=commands)
+        report(event)
+        report(venv)
+        return out.getvalue()
+
+    assert "$ sh -c 'write' sh /etc/a 644 '' 1a2b  # stdin: 7 bytes" in render(True)
+    assert "$ (its apply is code of its own, not a fixed list of commands)" in render(True)
+    assert "$ " not in render(False)
