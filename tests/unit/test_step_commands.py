@@ -99,3 +99,22 @@ def test_commands_are_printed_only_when_asked():
     assert "$ sh -c 'write' sh /etc/a 644 '' 1a2b  # stdin: 7 bytes" in render(True)
     assert "$ (its apply is code of its own, not a fixed list of commands)" in render(True)
     assert "$ " not in render(False)
+
+
+def test_files_and_units_are_written_through_the_transports_own_write_file(tmp_path):
+    # A transport may write files its own way (the lab's cut-mid-upload test hooks in there); its
+    # default runs exactly the File's command.
+    class Writes(LocalTransport):
+        def __init__(self) -> None:
+            super().__init__()
+            self.written: list[str] = []
+
+        def write_file(self, dest, data, **kwargs):
+            self.written.append(dest)
+            return super().write_file(dest, data, **kwargs)
+
+    target = Writes()
+    File(str(tmp_path / "a.conf"), "port=1\n").apply(target)
+    Unit("gpunode-x.service", content="[Service]\nExecStart=/bin/true\n", directory=str(tmp_path)).apply(target)
+    assert target.written == [str(tmp_path / "a.conf"), str(tmp_path / "gpunode-x.service")]
+    assert (tmp_path / "gpunode-x.service").read_text() == "[Service]\nExecStart=/bin/true\n"

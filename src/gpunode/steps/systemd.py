@@ -16,6 +16,7 @@ from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.steps.files import File, Template
+from gpunode.transport.base import Transport
 
 UNIT_DIR = "/etc/systemd/system"
 #: Handler names the engine resolves by pattern (engine/handlers.py); steps only name them.
@@ -79,6 +80,9 @@ class Unit(Step):
 
     def commands(self) -> list[Command]:
         return self.file.commands()
+
+    def apply(self, target: Transport) -> None:
+        self.file.apply(target)
 
 
 def parse_show(output: str) -> dict[str, str]:
