@@ -90,8 +90,7 @@ class Command:
 
     def shown(self) -> str:
         """The command as a shell line a person can read and run; stdin as its size."""
-        words = ["<hidden>" if i in self.hidden else w for i, w in enumerate(self.argv)]
-        line = " ".join(w if w == "<hidden>" else shell.quote(w) for w in words)
+        line = " ".join("<hidden>" if i in self.hidden else shell.quote(w) for i, w in enumerate(self.argv))
         return line + (f"  # stdin: {len(self.stdin)} bytes" if self.stdin is not None else "")
 
     def run(self, target: Transport) -> Result:
