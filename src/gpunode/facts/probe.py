@@ -15,7 +15,6 @@ the newline the script adds before the rc line.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections.abc import Sequence
@@ -82,7 +81,7 @@ def script(snippets: Sequence[Snippet] | None = None) -> str:
     bodies: dict[str, str] = {g.name: "" for g in groups}
     blocks: list[tuple[Snippet, str]] = []
     for s in chosen:
-        if not re.fullmatch(r"[a-z0-9_]+", s.name):
+        if not _section_name(s.name):
             raise ValueError(f"section name {s.name!r} must be [a-z0-9_]+ (it becomes a file name)")
         # rc_<name> lets a later section depend on an earlier one (the -q fallback).
         block = f"sec {s.name}\n( {s.body.strip()}\n) </dev/null 2>&1; rc_{s.name}=$?; end $rc_{s.name}\n"
