@@ -82,3 +82,15 @@ def test_random_facts_outputs_give_what_the_regexes_give():
             with pytest.raises(FactError) as caught:
                 cache.stored(text, NONCE)
             assert caught.value.evidence == expected[0][-2000:], text
+
+
+def test_the_recorded_digest_is_read_only_from_this_runs_own_whole_line():
+    from gpunode.engine.recorded import recorded_digest
+
+    digest = "a" * 64
+    assert recorded_digest(f"facts\n{NONCE} recorded {digest}\n", NONCE) == digest
+    assert recorded_digest(f"{NONCE} recorded {digest}", NONCE) == digest
+    assert recorded_digest(f"gpunode-1 recorded {'b' * 64}\n{NONCE} recorded {digest}\n", NONCE) == digest
+    assert recorded_digest(f"x{NONCE} recorded {digest}\n", NONCE) is None
+    assert recorded_digest(f"{NONCE} recorded {digest}0\n", NONCE) is None
+    assert recorded_digest(f"{NONCE} recorded {'A' * 64}\n", NONCE) is None

@@ -18,6 +18,7 @@ files show no change in a stat are reused (facts/cache.py, also in the state fol
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -76,16 +77,13 @@ def first_trip(prelude: Prelude, nonce: str, state_dir_ref: str = "$d") -> str:
             + "} </dev/null\ncat; } | dd obs=1M 2>/dev/null\n")
 
 
+# One line: a nonce whose word differs is skipped, and a single line cannot hide another, so one
+# pattern compiled once serves every run.
+_RECORDED = re.compile(r"^(\S+) recorded ([0-9a-f]{64})$", re.M)
+
+
 def recorded_digest(output: str, nonce: str) -> str | None:
-    """The digest on the line `NONCE recorded <64 hex>` (a string search: no regex per nonce)."""
-    line, pos = f"{nonce} recorded ", 0
-    while (at := output.find(line, pos)) >= 0:
-        pos = at + 1
-        digest = output[at + len(line):at + len(line) + 65]
-        if (at == 0 or output[at - 1] == "\n") and len(digest) >= 64 and digest[64:] in ("", "\n") \
-                and all(c in "0123456789abcdef" for c in digest[:64]):
-            return digest[:64]
-    return None
+    return next((m.group(2) for m in _RECORDED.finditer(output) if m.group(1) == nonce), None)
 
 
 # Second round trip of an applying run: record the new batch (atomically), then run it.
