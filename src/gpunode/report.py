@@ -91,9 +91,10 @@ class HumanReport:
         if item.diff:
             self.console.print(_diff_text(self.redact(item.diff)), highlight=False, soft_wrap=True)
         if self.commands and item.check and item.kind == "step" and item.status == CHANGED:
-            for command in item.commands or ("(its apply is code of its own, not a fixed list of commands)",):
-                self.console.print(Text("             $ " + self.redact(command), style="cyan"),
-                                   highlight=False, soft_wrap=True)
+            # "$ " marks a real command; a step whose apply is code says so without it.
+            lines = [f"$ {self.redact(c)}" for c in item.commands] or ["(its apply is code, not a list of commands)"]
+            for line in lines:
+                self.console.print(Text("             " + line, style="cyan"), highlight=False, soft_wrap=True)
 
     def _target_done(self, recap: TargetRecap) -> None:
         if recap.error:

@@ -97,7 +97,9 @@ def test_commands_are_printed_only_when_asked():
         return out.getvalue()
 
     assert "$ sh -c 'write' sh /etc/a 644 '' 1a2b  # stdin: 7 bytes" in render(True)
-    assert "$ (its apply is code of its own, not a fixed list of commands)" in render(True)
+    shown = render(True)
+    assert "             (its apply is code, not a list of commands)" in shown
+    assert "$ (its apply" not in shown
     assert "$ " not in render(False)
 
 

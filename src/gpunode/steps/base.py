@@ -7,7 +7,7 @@ done, with a diff for files) or a NoChange with a sentence saying why nothing
 is needed. Only then, and only outside check mode, does it call `apply`.
 
 A step whose apply is a fixed list of commands says so as data (`commands()`): the
-default `apply` runs them in order, `--check --commands` prints them, and tests pin
+default `apply` runs them in order, `inv provision --commands` prints them, and tests pin
 them. A step that must watch its command as it runs (an installer's progress, a
 readiness wait) keeps `apply` as code and returns None.
 
