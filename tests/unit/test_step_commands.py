@@ -120,3 +120,20 @@ def test_files_and_units_are_written_through_the_transports_own_write_file(tmp_p
     Unit("gpunode-x.service", content="[Service]\nExecStart=/bin/true\n", directory=str(tmp_path)).apply(target)
     assert target.written == [str(tmp_path / "a.conf"), str(tmp_path / "gpunode-x.service")]
     assert (tmp_path / "gpunode-x.service").read_text() == "[Service]\nExecStart=/bin/true\n"
+
+
+def test_every_shipped_step_either_says_its_commands_or_has_its_own_apply():
+    # apply is no longer abstract (its default runs commands()), so this is what keeps a step
+    # that has neither from failing only when a run reaches it.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import gpunode.steps
+    from gpunode.steps.base import Step
+
+    kinds = {cls for info in pkgutil.iter_modules(gpunode.steps.__path__)
+             for _, cls in inspect.getmembers(importlib.import_module(f"gpunode.steps.{info.name}"), inspect.isclass)
+             if issubclass(cls, Step) and cls is not Step}
+    assert len(kinds) >= 15
+    assert not [k.__name__ for k in kinds if k.apply is Step.apply and k.commands is Step.commands]
