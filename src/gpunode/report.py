@@ -92,9 +92,9 @@ class HumanReport:
             self.console.print(_diff_text(self.redact(item.diff)), highlight=False, soft_wrap=True)
         if self.commands and item.check and item.kind == "step" and item.status == CHANGED:
             # "$ " marks a real command; a step whose apply is code says so without it.
-            lines = [f"$ {self.redact(c)}" for c in item.commands] or ["(its apply is code, not a list of commands)"]
-            for line in lines:
-                self.console.print(Text("             " + line, style="cyan"), highlight=False, soft_wrap=True)
+            said = [f"$ {self.redact(c)}" for c in item.commands] or ["(its apply is code, not a list of commands)"]
+            for text in said:
+                self.console.print(Text("             " + text, style="cyan"), highlight=False, soft_wrap=True)
 
     def _target_done(self, recap: TargetRecap) -> None:
         if recap.error:
