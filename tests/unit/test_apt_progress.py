@@ -26,3 +26,15 @@ def test_a_real_install_reports_download_then_install_up_to_100():
     assert not any(x.startswith(("pmstatus:", "dlstatus:")) for x in lines), "status lines are not output"
     assert any(x.startswith("Setting up jq") for x in lines), lines
     assert sink.text == "\n".join(lines)
+
+
+def test_a_finished_install_ends_at_100_even_when_apts_last_line_stops_short():
+    # apt's last status line for the recorded install; a JSON sink throttled to one line a second
+    # keeps only a line that reaches the total, so without finish() a short install showed none.
+    seen = []
+    sink = AptSink(lambda done, total, what: seen.append((done, total, what)))
+    sink.write(b"dlstatus:1:0.0000:Retrieving file 1 of 2\npmstatus:curl:98.1132:Installed curl (amd64)\n")
+    sink.flush()
+    assert seen[-1][0] < 100
+    sink.finish()
+    assert seen[-1] == (100, 100, "install: done")

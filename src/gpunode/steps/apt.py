@@ -120,3 +120,4 @@ class Packages(Step):
                 evidence=tail(result.stderr or sink.text, 20),
                 hint="check the apt sources and the network on the target; re-running is safe",
             )
+        sink.finish()

@@ -136,3 +136,9 @@ class AptSink(ProgressSink):
         if self.on_progress is not None:
             self.on_progress(int(done), 100, f"{phase}: {m.group(3)}")
         return True
+
+    def finish(self) -> None:
+        """apt-get went through: 100%. Its own last status line stops short of it (98.1% for the
+        recorded jq+curl install), and a throttled consumer may have shown none of the install phase."""
+        if self.on_progress is not None:
+            self.on_progress(100, 100, "install: done")
