@@ -16,9 +16,15 @@ from gpunode.engine import RolePlan, run_target
 from gpunode.engine.events import Event
 from gpunode.errors import CommandError, StepError
 from gpunode.report import HumanReport
-from gpunode.steps.base import Command
+from gpunode.steps.apt import _INSTALL as _APT_INSTALL
+from gpunode.steps.apt import Packages
+from gpunode.steps.base import Command, Probe
+from gpunode.steps.cuda import _APPLY as _LIBCUDA_APPLY
+from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import _DIR_APPLY, _LINK_APPLY, Directory, File, Symlink
+from gpunode.steps.progress import ProgressSink
 from gpunode.steps.systemd import _SERVICE_APPLY, Service, Unit
+from gpunode.steps.trees import Absent
 from gpunode.transport import LocalTransport
 from gpunode.transport.base import write_argv
 from tests.unit.engine_helpers import Collect, CountingTransport
@@ -137,3 +143,55 @@ def test_every_shipped_step_either_says_its_commands_or_has_its_own_apply():
              if issubclass(cls, Step) and cls is not Step}
     assert len(kinds) >= 15
     assert not [k.__name__ for k in kinds if k.apply is Step.apply and k.commands is Step.commands]
+
+
+def test_an_exit_code_with_a_meaning_of_its_own_reads_as_that_meaning():
+    exits = ((3, "libfoo.so.1 is not installed", "install the driver"),)
+    with pytest.raises(StepError, match="libfoo.so.1 is not installed") as known:
+        Command(("sh", "-c", "exit 3"), "linking foo", failure="linking foo failed", exits=exits).run(LocalTransport())
+    assert known.value.hint == "install the driver"
+    with pytest.raises(StepError, match=r"linking foo failed \(exit code 4\)"):
+        Command(("sh", "-c", "exit 4"), "linking foo", failure="linking foo failed", exits=exits).run(LocalTransport())
+    link = LibcudaLink().commands()[0]
+    assert link.argv == tuple(shell.sh(_LIBCUDA_APPLY)) and [code for code, _, _ in link.exits] == [3]
+
+
+def test_a_failure_brings_the_output_of_its_evidence_command():
+    failing = Command(("sh", "-c", "echo 'Job failed'; exit 1"), "restarting x", failure="`systemctl restart x` failed",
+                      evidence=("echo", "Active: failed (Result: exit-code)"))
+    with pytest.raises(StepError) as info:
+        failing.run(LocalTransport())
+    assert info.value.evidence.splitlines() == ["Job failed", "--- echo 'Active: failed (Result: exit-code)':",
+                                                "Active: failed (Result: exit-code)"]
+    target = CountingTransport()
+    Command(("true",), "nothing", evidence=("false",)).run(target)
+    assert target.commands == [["true"]]  # only a failure pays for the evidence
+
+
+def test_a_watched_command_streams_into_its_sink_and_fails_with_what_the_sink_kept():
+    progress: list[tuple[int, int]] = []
+    sink = ProgressSink(lambda done, total, _name="": progress.append((done, total)))
+    script = "printf '@@progress 1 2 a\\nunpacking a\\n@@progress 2 2 b\\n'; printf 'no space left'; exit 100"
+    with pytest.raises(StepError, match=r"apt-get could not install a \(exit code 100\)") as info:
+        Command(("sh", "-c", script), "installing a", failure="apt-get could not install a").run(LocalTransport(), sink)
+    assert progress == [(1, 2), (2, 2)]
+    assert info.value.evidence == "unpacking a\nno space left"  # the unfinished last line is flushed in
+
+
+def test_apt_removal_and_the_libcuda_link_say_their_commands():
+    apt = Packages(["curl", "python3-venv"]).commands()[0]
+    assert apt.argv == tuple(shell.sh(_APT_INSTALL, "curl", "python3-venv"))
+    assert apt.failure == "apt-get could not install curl, python3-venv"
+    assert Absent("/var/cache/gpunode/jit").commands() == [
+        Command(("rm", "-rf", "--", "/var/cache/gpunode/jit"), "removing /var/cache/gpunode/jit")]
+    assert Absent("~/.cache/flashinfer").commands()[0].argv[-1] == "/root/.cache/flashinfer"
+
+
+@pytest.mark.parametrize("path", ["/", "//", "~/", "/root/", ""])
+def test_absent_refuses_root_and_roots_home_at_check_time(path):
+    step = Absent(path)
+    with pytest.raises(StepError, match="refusing to remove"):
+        step.check(Probe(0, "12G\n"))
+    with pytest.raises(StepError, match="refusing to remove"):
+        step.apply(LocalTransport())
+

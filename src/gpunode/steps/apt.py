@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.steps.progress import AptSink, Line, Progress
 from gpunode.transport.base import Transport
 
@@ -109,15 +109,15 @@ class Packages(Step):
         count = "the package is" if len(have) == 1 else f"all {len(have)} packages are"
         return NoChange(f"{count} already installed: {', '.join(have)}")
 
+    def commands(self) -> list[Command]:
+        names = ", ".join(self.names)
+        return [Command(tuple(shell.sh(_INSTALL, *self.names)), f"installing {names}",
+                        failure=f"apt-get could not install {names}",
+                        hint="check the apt sources and the network on the target; re-running is safe")]
+
     def apply(self, target: Transport) -> None:
+        # apt's own status lines (APT::Status-Fd=1) become the progress of the one command.
         sink = AptSink(self.on_progress, self.on_line)
-        result = target.run(shell.sh(_INSTALL, *self.names), sink=sink)
-        sink.flush()
-        if not result.ok:
-            raise StepError(
-                f"apt-get could not install {', '.join(self.names)} (exit code {result.exit_code})",
-                target=target.name,
-                evidence=tail(result.stderr or sink.text, 20),
-                hint="check the apt sources and the network on the target; re-running is safe",
-            )
+        for command in self.commands():
+            command.run(target, sink)
         sink.finish()

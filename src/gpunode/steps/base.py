@@ -8,8 +8,9 @@ is needed. Only then, and only outside check mode, does it call `apply`.
 
 A step whose apply is a fixed list of commands says so as data (`commands()`): the
 default `apply` runs them in order, `inv provision --commands` prints them, and tests pin
-them. A step that must watch its command as it runs (an installer's progress, a
-readiness wait) keeps `apply` as code and returns None.
+them. A command watched as it runs (apt's progress) is still data: its apply hands
+`Command.run` a sink. A step whose commands depend on what earlier ones answered (a venv's
+manifest, an overlay's stamp, a readiness wait) keeps `apply` as code and returns None.
 
 Steps never print, never know about roles or inventory, and build argv lists
 only (gpunode.shell quotes them).
@@ -20,10 +21,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.transport.base import Result, Transport
+from gpunode.transport.base import Result, Sink, Transport
 
 
 @dataclass(frozen=True)
@@ -76,10 +78,12 @@ Outcome = Change | NoChange
 class Command:
     """One command of an apply, as data: argv, what goes to its stdin, and how its failure reads.
 
-    A non-zero exit raises: with `failure`, StepError("<failure> (exit code N)") with the tail of
-    its output and `hint`; without, the transport's CommandError naming `what`. `hidden` are argv
-    positions shown as "<hidden>" (a sensitive file's sha256: a hash of a short token can be
-    brute-forced)."""
+    A non-zero exit raises. An exit code listed in `exits` (code, message, hint) means something
+    of its own and reads as that message. Otherwise, with `failure`: StepError("<failure> (exit
+    code N)") with the tail of its output and `hint`; without: the transport's CommandError
+    naming `what`. `evidence` is a command run only after a failure, whose output a user needs
+    first (a unit's status). `hidden` are argv positions shown as "<hidden>" (a sensitive file's
+    sha256: a hash of a short token can be brute-forced)."""
 
     argv: tuple[str, ...]
     what: str
@@ -87,18 +91,42 @@ class Command:
     failure: str = ""
     hint: str = ""
     hidden: tuple[int, ...] = ()
+    exits: tuple[tuple[int, str, str], ...] = ()
+    evidence: tuple[str, ...] = ()
+    timeout: float | None = None
 
     def shown(self) -> str:
         """The command as a shell line a person can read and run; stdin as its size."""
         line = " ".join("<hidden>" if i in self.hidden else shell.quote(w) for i, w in enumerate(self.argv))
         return line + (f"  # stdin: {len(self.stdin)} bytes" if self.stdin is not None else "")
 
-    def run(self, target: Transport) -> Result:
-        result = target.run(self.argv, stdin=self.stdin, check=not self.failure, what=self.what)
-        if not result.ok:
-            raise StepError(f"{self.failure} (exit code {result.exit_code})", target=target.name,
-                            evidence=tail(result.stdout + result.stderr, 30), hint=self.hint)
-        return result
+    def run(self, target: Transport, sink: Watcher | None = None) -> Result:
+        """Run it; with `sink`, its stdout streams there as it comes (an installer's progress)."""
+        own = bool(self.failure or self.exits)
+        result = target.run(self.argv, stdin=self.stdin, sink=sink, timeout=self.timeout, check=not own,
+                            what=self.what)
+        if sink is not None:
+            sink.flush()
+        if result.ok:
+            return result
+        output = (result.stderr or sink.text) if sink is not None else result.stdout + result.stderr
+        message, hint = next(((m, h) for code, m, h in self.exits if code == result.exit_code),
+                             (f"{self.failure or self.what} (exit code {result.exit_code})", self.hint))
+        evidence = tail(output, 30)
+        if self.evidence:
+            more = target.run(self.evidence)
+            evidence += f"\n--- {shell.join(self.evidence)}:\n{tail(more.stdout + more.stderr, 30)}"
+        raise StepError(message, target=target.name, evidence=evidence.strip(), hint=hint)
+
+
+class Watcher(Sink, Protocol):
+    """A sink that watches a command's stdout as it runs (steps/progress.py): flushed when the
+    command ends, and what it kept of the output is the evidence of a failure."""
+
+    def flush(self) -> None: ...
+
+    @property
+    def text(self) -> str: ...
 
 
 @dataclass

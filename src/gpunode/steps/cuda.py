@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode import shell
-from gpunode.errors import StepError
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
-from gpunode.transport.base import Transport
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 
 _PROBE = r"""
 ldconfig -p 2>/dev/null | awk '/libcuda\.so(\.1)? /{print $1, $NF}'
@@ -56,12 +54,9 @@ class LibcudaLink(Step):
         return Change("link libcuda.so -> libcuda.so.1 once the host driver's user-space libraries are in the "
                       "container (libcuda.so.1 is not there yet, so applying this will fail)")
 
-    def apply(self, target: Transport) -> None:
-        result = target.run(shell.sh(_APPLY))
-        if result.exit_code == 3:
-            raise StepError("libcuda.so.1 is not installed in the target, so there is nothing to link",
-                            target=target.name,
-                            hint="install the host's exact driver version inside the container "
-                            "(NVIDIA .run with --no-kernel-module) or bind-mount the driver libraries")
-        if not result.ok:
-            raise StepError("linking libcuda.so failed", target=target.name, evidence=result.stderr.strip())
+    def commands(self) -> list[Command]:
+        return [Command(tuple(shell.sh(_APPLY)), "linking libcuda.so", failure="linking libcuda.so failed",
+                        hint="re-run; `ldconfig -p | grep libcuda` on the target shows what the linker sees",
+                        exits=((3, "libcuda.so.1 is not installed in the target, so there is nothing to link",
+                                "install the host's exact driver version inside the container (NVIDIA .run with "
+                                "--no-kernel-module) or bind-mount the driver libraries"),))]

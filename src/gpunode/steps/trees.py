@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.transport.base import Transport
 
 _HASH = r"""
@@ -93,11 +93,17 @@ class Absent(Step):
         return shell.sh('[ -e "$1" ] || [ -L "$1" ] && du -sh "$1" 2>/dev/null | cut -f1 || echo absent', self._real())
 
     def check(self, probe: Probe) -> Outcome:
+        self._refuse_root()
         if probe.output.strip() == "absent":
             return NoChange(f"{self._real()} does not exist")
         return Change(f"remove {self._real()} ({probe.output.strip() or 'unknown size'})")
 
-    def apply(self, target: Transport) -> None:
-        if self._real() in ("/", "/root", "/root/"):
-            raise StepError(f"refusing to remove {self._real()}", target=target.name)
-        target.run(["rm", "-rf", "--", self._real()], check=True, what=f"removing {self._real()}")
+    def commands(self) -> list[Command]:
+        self._refuse_root()
+        return [Command(("rm", "-rf", "--", self._real()), f"removing {self._real()}")]
+
+    def _refuse_root(self) -> None:
+        # Refused at check time, so that a run stops before it changes anything else.
+        if self._real().rstrip("/") in ("", "/root"):
+            raise StepError(f"refusing to remove {self._real()}",
+                            hint="name the folder inside it that should go (Absent removes what is at its path)")
