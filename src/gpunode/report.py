@@ -90,7 +90,7 @@ class HumanReport:
                                highlight=False, soft_wrap=True)
         if item.diff:
             self.console.print(_diff_text(self.redact(item.diff)), highlight=False, soft_wrap=True)
-        if self.commands and item.check and item.kind == "step" and item.status == CHANGED:
+        if self.commands and item.check and item.status == CHANGED:
             # "$ " marks a real command; a step whose apply is code says so without it.
             said = [f"$ {self.redact(c)}" for c in item.commands] or ["(its apply is code, not a list of commands)"]
             for text in said:

@@ -35,7 +35,7 @@ def test_a_failing_command_handler_carries_its_output():
     handler = CommandHandler("flaky", ("sh", "-c", "echo 'unit foo: bad setting' >&2; exit 4"))
     with pytest.raises(StepError) as info:
         handler.run(LocalTransport())
-    assert "handler flaky failed with exit code 4" in str(info.value)
+    assert "handler flaky failed (exit code 4)" in str(info.value)
     assert "unit foo: bad setting" in info.value.evidence
 
 

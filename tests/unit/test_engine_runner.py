@@ -176,7 +176,7 @@ def test_a_failing_handler_stays_pending_and_is_retried(root, state):
     seen = Collect()
     recap = run_target(CountingTransport(), [role], emit=seen, state_dir=state)
     assert seen.by_step()["mark"].status == "failed"
-    assert "handler mark failed with exit code 1" in seen.by_step()["mark"].reason
+    assert "handler mark failed (exit code 1)" in seen.by_step()["mark"].reason
     assert not recap.succeeded
     assert Path(state, "handlers.pending").read_text() == "r\tmark\n"
 

@@ -14,6 +14,7 @@ from rich.console import Console
 from gpunode import shell
 from gpunode.engine import RolePlan, run_target
 from gpunode.engine.events import Event
+from gpunode.engine.handlers import CommandHandler, SystemctlHandler, generic
 from gpunode.errors import CommandError, StepError
 from gpunode.report import HumanReport
 from gpunode.steps.apt import _INSTALL as _APT_INSTALL
@@ -195,3 +196,21 @@ def test_absent_refuses_root_and_roots_home_at_check_time(path):
     with pytest.raises(StepError, match="refusing to remove"):
         step.apply(LocalTransport())
 
+
+def test_handlers_say_their_commands_and_a_check_run_carries_them(tmp_path):
+    restart = SystemctlHandler("restart:gpunode-cpu0.service", "restart", "gpunode-cpu0.service").commands()
+    assert [c.shown() for c in restart] == ["systemctl restart gpunode-cpu0.service"]
+    assert restart[0].evidence == ("systemctl", "status", "--no-pager", "--lines=20", "gpunode-cpu0.service")
+    assert [c.shown() for c in generic("daemon-reload").commands()] == ["systemctl daemon-reload"]
+
+    role = RolePlan("demo", [File(str(tmp_path / "a.conf"), "port=1\n", notify=["mark"])],
+                    handlers={"mark": CommandHandler("mark", ("touch", str(tmp_path / "fired")))})
+    seen = Collect()
+    run_target(CountingTransport(), [role], check=True, emit=seen, state_dir=str(tmp_path / "state"))
+    (handler,) = [e for e in seen.events if isinstance(e, Event) and e.kind == "handler"]
+    assert handler.status == "changed" and handler.commands == (f"touch {tmp_path / 'fired'}",)
+    assert not (tmp_path / "fired").exists()
+
+    out = io.StringIO()
+    HumanReport(Console(file=out, width=200, color_system=None), commands=True)(handler)
+    assert f"$ touch {tmp_path / 'fired'}" in out.getvalue()

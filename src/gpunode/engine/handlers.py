@@ -13,19 +13,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from gpunode.errors import StepError, tail
+from gpunode.steps.base import Command
 from gpunode.transport.base import Transport
 
 DAEMON_RELOAD = "daemon-reload"
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
 _SYSTEMCTL = re.compile(r"^(restart|reload|try-restart):(.+)$")
-
-# When the action fails, the unit's status is the evidence a user needs first.
-_SYSTEMCTL_SCRIPT = (
-    'systemctl "$1" "$2" 2>&1 && exit 0; rc=$?; echo "--- systemctl status $2:"; '
-    'systemctl status --no-pager --lines=20 "$2" 2>&1; exit $rc'
-)
-
 
 @runtime_checkable
 class Handler(Protocol):
@@ -33,8 +26,14 @@ class Handler(Protocol):
     def name(self) -> str:
         """The name steps notify, and the line persisted while it is pending."""
 
+    def commands(self) -> list[Command]:
+        """What it runs, in order, as data (shown by `inv provision --commands`)."""
+
     def run(self, target: Transport) -> None:
         """Do the action; raise a GpunodeError with evidence when it fails."""
+
+
+_RETRY = "fix the cause shown above and re-run: the handler stays pending until it succeeds"
 
 
 @dataclass(frozen=True)
@@ -44,15 +43,11 @@ class CommandHandler:
     name: str
     argv: tuple[str, ...]
 
+    def commands(self) -> list[Command]:
+        return [Command(self.argv, f"handler {self.name}", failure=f"handler {self.name} failed", hint=_RETRY)]
+
     def run(self, target: Transport) -> None:
-        result = target.run(list(self.argv))
-        if not result.ok:
-            raise StepError(
-                f"handler {self.name} failed with exit code {result.exit_code}",
-                target=target.name,
-                evidence=tail(result.stdout + result.stderr, 25),
-                hint="fix the cause shown above and re-run: the handler stays pending until it succeeds",
-            )
+        run_all(self, target)
 
 
 @dataclass(frozen=True)
@@ -63,16 +58,20 @@ class SystemctlHandler:
     action: str
     unit: str
 
+    def commands(self) -> list[Command]:
+        return [Command(("systemctl", self.action, self.unit), f"handler {self.name}",
+                        failure=f"`systemctl {self.action} {self.unit}` failed",
+                        hint=f"see `journalctl -u {self.unit}` on the target; the {self.action} stays pending "
+                        "and is retried by the next run",
+                        evidence=("systemctl", "status", "--no-pager", "--lines=20", self.unit))]
+
     def run(self, target: Transport) -> None:
-        result = target.script(_SYSTEMCTL_SCRIPT, self.action, self.unit)
-        if not result.ok:
-            raise StepError(
-                f"`systemctl {self.action} {self.unit}` failed with exit code {result.exit_code}",
-                target=target.name,
-                evidence=tail(result.stdout + result.stderr, 30),
-                hint=f"see `journalctl -u {self.unit}` on the target; the {self.action} stays pending "
-                "and is retried by the next run",
-            )
+        run_all(self, target)
+
+
+def run_all(handler: Handler, target: Transport) -> None:
+    for command in handler.commands():
+        command.run(target)
 
 
 def generic(name: str) -> Handler | None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from gpunode.engine import journal, lock, passes, probe, recorded
 from gpunode.engine.events import CHANGED, FAILED, OK, SKIPPED, Emit, Event, Start, TargetRecap, discard
-from gpunode.engine.handlers import ordered, resolve
+from gpunode.engine.handlers import Handler, ordered, resolve
 from gpunode.engine.journal import Entry, Pending
 from gpunode.engine.metered import Metered
 from gpunode.engine.role import RolePlan
@@ -117,7 +117,8 @@ class _Run:
                     self.event("step", role.name, step.title, OK, outcome.reason, started)
             for name in self._due(role):
                 why = self._why((role.name, name))
-                self.event("handler", role.name, name, CHANGED, f"would run ({why})", time.monotonic())
+                self.event("handler", role.name, name, CHANGED, f"would run ({why})", time.monotonic(),
+                           commands=_shown(resolve(name, role.handlers)))
         self._report_foreign(would=True)
 
     # -- apply -------------------------------------------------------------------
@@ -264,7 +265,8 @@ class _Run:
             if would:
                 for name in ordered(runnable, {}):
                     self.event("handler", role_name, name, CHANGED,
-                               "would run (pending from an earlier run)", time.monotonic())
+                               "would run (pending from an earlier run)", time.monotonic(),
+                               commands=_shown(resolve(name, {})))
             else:
                 self._fire(plan, ordered(runnable, {}))
 
@@ -276,6 +278,10 @@ class _Run:
 
     def _by(self) -> str:
         return f"{self.owner.user}@{self.owner.workstation}"
+
+
+def _shown(handler: Handler | None) -> tuple[str, ...]:
+    return tuple(c.shown() for c in handler.commands()) if handler is not None else ()
 
 
 def _check(step: Step, result: probe.Probe) -> Outcome | BaseException:
