@@ -51,7 +51,7 @@ SNIPPETS = (
     Snippet("nvidia_smi_q", "t nvidia-smi -q",
             when='[ "$rc_nvidia_query" != 0 ] && command -v nvidia-smi >/dev/null 2>&1', cached=NVIDIA),
     Snippet("driver_proc", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done "
-                           "</proc/driver/nvidia/version"),
+                           "</proc/driver/nvidia/version", inline=True),
 )
 
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]"

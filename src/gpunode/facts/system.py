@@ -28,17 +28,23 @@ echo "uid=${u:-$(id -u)}" """
 
 # command -v's PATH search without a process per name; python3's version from the python3.X
 # it is the same file as (test -ef), `python3 -V` only when it is none of them (a wrapper).
+# PATH is cut with ${..%%:*} rather than split with IFS: no glob can match a PATH entry, and the
+# section runs in the probe's own shell (inline), which must keep its options.
 _PYTHONS = r"""
-found=; set -f; IFS=:
+p= rest=$PATH:
+while [ -n "$rest" ]; do dir=${rest%%:*}; rest=${rest#*:}
+  if [ -f "$dir/python3" ] && [ -x "$dir/python3" ]; then p=$dir/python3; break; fi; done
+same=
 for v in 8 9 10 11 12 13 14 15; do
-  for dir in $PATH; do if [ -f "$dir/python3.$v" ] && [ -x "$dir/python3.$v" ]; then
-    echo "python3.$v $dir/python3.$v"; found="$found $v=$dir/python3.$v"; break; fi; done
+  rest=$PATH:
+  while [ -n "$rest" ]; do dir=${rest%%:*}; rest=${rest#*:}
+    if [ -f "$dir/python3.$v" ] && [ -x "$dir/python3.$v" ]; then
+      echo "python3.$v $dir/python3.$v"
+      [ -n "$same" ] || [ -z "$p" ] || [ ! "$p" -ef "$dir/python3.$v" ] || same="Python 3.$v"
+      break; fi; done
 done
-p=; for dir in $PATH; do if [ -f "$dir/python3" ] && [ -x "$dir/python3" ]; then p=$dir/python3; break; fi; done
-unset IFS
-[ -n "$p" ] || exit 0
-for f in $found; do if [ "$p" -ef "${f#*=}" ]; then echo "python3 $p Python 3.${f%%=*}"; exit 0; fi; done
-echo "python3 $p $("$p" -V 2>&1)" """
+[ -z "$p" ] || echo "python3 $p ${same:-$("$p" -V 2>&1)}"
+true"""
 
 # nproc is sched_getaffinity, which /proc/self/status lists as Cpus_allowed_list (0-3,8).
 _CPUS = r"""
@@ -66,14 +72,16 @@ if [ -n "$q" ]; then d=/sys/fs/cgroup/memory${q%/}; while :; do
   [ "$d" = /sys/fs/cgroup/memory ] && break; d=${d%/*}; done; fi
 true"""
 
-# One df for /dev/shm and the venv root (df -P prints one line per path); the sections
-# below fall back to a df each when its output is not those three lines.
+# One df for /dev/shm and the venv root (df -P prints one line per path), cut into its three
+# lines with parameter expansion (no set --, no IFS: it runs in the probe's own shell); the
+# sections below fall back to a df each when its output is not three lines.
 _DF = r"""
 gn_dir=$GN_VENV_ROOT
 while [ ! -d "$gn_dir" ]; do case $gn_dir in */*) gn_dir=${gn_dir%/*}; gn_dir=${gn_dir:-/};; *) gn_dir=.;; esac; done
-gn_df=$(df -Pk /dev/shm "$gn_dir" 2>/dev/null)"""
-
-_LINES = 'set -f; IFS=$gn_nl; set -- $gn_df; unset IFS; [ $# = 3 ]'
+gn_df=$(df -Pk /dev/shm "$gn_dir" 2>/dev/null)
+gn_df1=${gn_df%%"$gn_nl"*} gn_dfr=${gn_df#*"$gn_nl"}
+gn_df2=${gn_dfr%%"$gn_nl"*} gn_df3=${gn_dfr#*"$gn_nl"} gn_df_ok=
+case $gn_df3 in *"$gn_nl"*) ;; *) [ "$gn_dfr" = "$gn_df" ] || [ "$gn_df3" = "$gn_dfr" ] || gn_df_ok=1;; esac"""
 
 # /run/systemd/container is what systemd was told by the container manager at boot; only
 # without it (no systemd, or not in a container) is the manager asked and PID 1's environment read.
@@ -87,19 +95,24 @@ x=; read -r x 2>/dev/null </proc/1/comm; echo "pid1=$x"
 true"""
 
 SNIPPETS = (
-    Snippet("host", _HOST),
-    Snippet("os_release", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done </etc/os-release"),
+    Snippet("host", _HOST, inline=True),
+    Snippet("os_release", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done </etc/os-release",
+            inline=True),
     Snippet("glibc", "getconf GNU_LIBC_VERSION 2>/dev/null || ldd --version 2>&1 | head -n 1", cached=GLIBC),
-    Snippet("pythons", _PYTHONS),
-    Snippet("cpus", _CPUS),
+    Snippet("pythons", _PYTHONS, inline=True),
+    Snippet("cpus", _CPUS, inline=True),
     Snippet("meminfo", r"""
 while IFS= read -r l; do case $l in
-  MemTotal:*) printf '%s\n' "$l";; MemAvailable:*) printf '%s\n' "$l"; break;; esac; done </proc/meminfo"""),
-    Snippet("memlimit", _MEMLIMIT),
-    Snippet("shm", f"if {_LINES}; then printf '%s\\n%s\\n' \"$1\" \"$2\"; else df -Pk /dev/shm; fi", prepare=_DF),
-    Snippet("disk", f"""echo "path=$gn_dir"
-if {_LINES}; then printf '%s\\n%s\\n' "$1" "$3"; else df -Pk "$gn_dir"; fi""", prepare=_DF),
-    Snippet("container", _CONTAINER),
+  MemTotal:*) printf '%s\n' "$l";; MemAvailable:*) printf '%s\n' "$l"; break;; esac; done </proc/meminfo""",
+            inline=True),
+    Snippet("memlimit", _MEMLIMIT, inline=True),
+    Snippet("shm", """
+if [ -n "$gn_df_ok" ]; then printf '%s\\n%s\\n' "$gn_df1" "$gn_df2"; else df -Pk /dev/shm; fi""", prepare=_DF,
+            inline=True),
+    Snippet("disk", """echo "path=$gn_dir"
+if [ -n "$gn_df_ok" ]; then printf '%s\\n%s\\n' "$gn_df1" "$gn_df3"; else df -Pk "$gn_dir"; fi""", prepare=_DF,
+            inline=True),
+    Snippet("container", _CONTAINER, inline=True),
 )
 
 # cgroup v1 says "no limit" with a huge page-rounded number, not "max".
