@@ -23,9 +23,12 @@ from gpunode.steps.base import Command, Probe
 from gpunode.steps.cuda import _APPLY as _LIBCUDA_APPLY
 from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import _DIR_APPLY, _LINK_APPLY, Directory, File, Symlink
+from gpunode.steps.ports import Answering
 from gpunode.steps.progress import ProgressSink
 from gpunode.steps.systemd import _SERVICE_APPLY, Service, Unit
-from gpunode.steps.trees import Absent
+from gpunode.steps.trees import _APPLY as _OVERLAY_APPLY
+from gpunode.steps.trees import Absent, Overlay
+from gpunode.steps.weights import STAGE_SCRIPT, StagedWeights
 from gpunode.transport import LocalTransport
 from gpunode.transport.base import write_argv
 from tests.unit.engine_helpers import Collect, CountingTransport
@@ -214,3 +217,20 @@ def test_handlers_say_their_commands_and_a_check_run_carries_them(tmp_path):
     out = io.StringIO()
     HumanReport(Console(file=out, width=200, color_system=None), commands=True)(handler)
     assert f"$ touch {tmp_path / 'fired'}" in out.getvalue()
+
+
+def test_staging_overlays_and_port_waits_say_their_commands():
+    stage = StagedWeights("/mnt/models/qwen", "/dev/shm/qwen", verify="sha256").commands()
+    assert [c.argv for c in stage] == [("sh", STAGE_SCRIPT, "/mnt/models/qwen", "/dev/shm/qwen", "sha256")]
+    overlay = Overlay("/usr/local/cuda/include", ["/v/cccl/cub", "/v/cccl/thrust"]).commands()[0]
+    assert overlay.argv == tuple(shell.sh(_OVERLAY_APPLY, "/usr/local/cuda/include", "/v/cccl/cub", "/v/cccl/thrust"))
+    assert [code for code, _, _ in overlay.exits] == [3]
+    wait = Answering(["http://127.0.0.1:9/"], units=["web.service"], grace_s=5).commands()[0]
+    assert wait.timeout == 35 and wait.evidence[-2:] == ("-u", "web.service")
+
+
+def test_a_port_that_never_answers_fails_naming_it(tmp_path):
+    step = Answering(["http://127.0.0.1:9/"], grace_s=0)
+    with pytest.raises(StepError, match=r"not every URL answered with 200 within 0s \(exit code 4\)") as info:
+        step.apply(LocalTransport())
+    assert "no answer with 200 from http://127.0.0.1:9/" in info.value.evidence

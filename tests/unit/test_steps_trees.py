@@ -1,5 +1,8 @@
 """Overlay and Absent against real folders; LibcudaLink.check on recorded ldconfig output."""
 
+import pytest
+
+from gpunode.errors import StepError
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.trees import Absent, Overlay
@@ -36,6 +39,10 @@ def test_overlay_of_a_folder_not_installed_yet_says_so(tmp_path):
     step = Overlay(dest=str(tmp_path / "inc"), sources=[str(tmp_path / "venv" / "flashinfer" / "data" / "cccl")])
     outcome = _check(step, LocalTransport())
     assert isinstance(outcome, Change) and "they come with the engine install" in outcome.summary
+    with pytest.raises(StepError, match="a source folder does not exist") as info:
+        step.apply(LocalTransport())
+    assert f"not there: {tmp_path / 'venv'}" in info.value.evidence and "run it first" in info.value.hint
+    assert not (tmp_path / "inc").exists()  # refused before anything was made
 
 
 def test_absent_removes_and_then_reports_nothing_there(tmp_path):

@@ -10,7 +10,8 @@ A step whose apply is a fixed list of commands says so as data (`commands()`): t
 default `apply` runs them in order, `inv provision --commands` prints them, and tests pin
 them. A command watched as it runs (apt's progress) is still data: its apply hands
 `Command.run` a sink. A step whose commands depend on what earlier ones answered (a venv's
-manifest, an overlay's stamp, a readiness wait) keeps `apply` as code and returns None.
+manifest, a readiness wait) or that moves a tree from the workstation keeps `apply` as code
+and returns None.
 
 Steps never print, never know about roles or inventory, and build argv lists
 only (gpunode.shell quotes them).

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpunode import shell
-from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
-from gpunode.transport.base import Transport
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 
 _PROBE = r"""
 for u; do
@@ -23,7 +21,7 @@ _WAIT = r"""
 deadline=$(( $(date +%s) + $1 )); shift
 for u; do
   until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$u" 2>/dev/null)" = 200 ]; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then echo "@@timeout $u"; exit 4; fi
+    if [ "$(date +%s)" -ge "$deadline" ]; then echo "no answer with 200 from $u"; exit 4; fi
     sleep 0.2
   done
 done
@@ -62,16 +60,12 @@ class Answering(Step):
         return Change(f"wait up to {self.grace_s}s for {len(missing)} of {len(self.urls)} URLs to answer "
                       f"({', '.join(missing[:3])}{', ...' if len(missing) > 3 else ''})")
 
-    def apply(self, target: Transport) -> None:
-        result = target.run(shell.sh(_WAIT, str(self.grace_s), *self.urls), timeout=self.grace_s + 30)
-        if result.ok:
-            return
-        url = next((line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("@@timeout")), "?")
-        journal = ""
-        if self.units:
-            argv = ["journalctl", "-n", "20", "--no-pager", "-o", "cat"]
-            for unit in self.units:
-                argv += ["-u", unit]
-            journal = target.run(argv).stdout
-        raise StepError(f"{url} did not answer with 200 within {self.grace_s}s", target=target.name,
-                        evidence=tail(journal or result.stderr, 20), hint="look at the units' journal on the target")
+    def commands(self) -> list[Command]:
+        journal = ["journalctl", "-n", "20", "--no-pager", "-o", "cat"]
+        for unit in self.units:
+            journal += ["-u", unit]
+        return [Command(tuple(shell.sh(_WAIT, str(self.grace_s), *self.urls)),
+                        f"waiting for {len(self.urls)} URLs to answer", timeout=self.grace_s + 30,
+                        failure=f"not every URL answered with 200 within {self.grace_s}s",
+                        hint="look at the units' journal on the target",
+                        evidence=tuple(journal) if self.units else ())]

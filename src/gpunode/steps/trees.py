@@ -10,23 +10,27 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gpunode import shell
-from gpunode.errors import StepError, tail
+from gpunode.errors import StepError
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
-from gpunode.transport.base import Transport
 
-_HASH = r"""
-dest=$1; shift
-for d in "$@"; do [ -d "$d" ] || echo "@@missing $d"; done
-for d in "$@"; do
+# One hash over the relative names and contents of every source file, in a fixed order.
+_STAMP = r"""for d in "$@"; do
   [ -d "$d" ] && (cd "$d" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum)
-done | sha256sum | cut -c1-32
-"""
+done | sha256sum | cut -c1-32"""
 
-_PROBE = _HASH.replace("dest=$1; shift", 'dest=$1; shift\ncat "$dest/.gpunode-overlay" 2>/dev/null || echo none')
+_PROBE = r"""
+dest=$1; shift
+cat "$dest/.gpunode-overlay" 2>/dev/null || echo none
+for d in "$@"; do [ -d "$d" ] || echo "@@missing $d"; done
+""" + _STAMP + "\n"
 
+# The stamp is taken before the copy, so a source that changes during it is copied again next run.
 _APPLY = r"""
 set -e
-dest=$1; stamp=$2; shift 2
+dest=$1; shift
+missing=; for d in "$@"; do [ -d "$d" ] || { echo "not there: $d"; missing=1; }; done
+[ -z "$missing" ] || exit 3
+stamp=$(""" + _STAMP + r""")
 mkdir -p "$dest"
 for d in "$@"; do cp -a "$d/." "$dest/"; done
 printf '%s\n' "$stamp" > "$dest/.gpunode-overlay.tmp"
@@ -64,16 +68,12 @@ class Overlay(Step):
                             f"(content hash {current[:8]})")
         return Change(f"overlay {len(self.sources)} folders onto {self.dest}")
 
-    def apply(self, target: Transport) -> None:
-        stamp = target.run(shell.sh(_HASH, self.dest, *self.sources)).stdout.strip()
-        missing = [s for s in self.sources if f"@@missing {s}" in stamp]
-        if missing:
-            raise StepError(f"cannot overlay onto {self.dest}: {', '.join(missing)} does not exist",
-                            target=target.name, hint="the engine role installs these; run it first")
-        result = target.run(shell.sh(_APPLY, self.dest, stamp.splitlines()[-1], *self.sources))
-        if not result.ok:
-            raise StepError(f"overlay onto {self.dest} failed", target=target.name,
-                            evidence=tail(result.stderr), hint="re-run; the stamp is written only when complete")
+    def commands(self) -> list[Command]:
+        return [Command(tuple(shell.sh(_APPLY, self.dest, *self.sources)), f"overlaying onto {self.dest}",
+                        failure=f"overlay onto {self.dest} failed",
+                        hint="re-run; the stamp is written only when complete",
+                        exits=((3, f"cannot overlay onto {self.dest}: a source folder does not exist",
+                                "the engine role installs these; run it first"),))]
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, FileRead, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
@@ -138,12 +138,14 @@ class StagedWeights(Step):
                 "from disk instead of /dev/shm (weights_stage: false)",
             )
 
+    def commands(self) -> list[Command]:
+        return [Command(("sh", self.script, self.source, self.dest, *([self.verify] if self.verify else [])),
+                        f"staging {self.source} into {self.dest}",
+                        failure=f"staging {self.source} into {self.dest} failed",
+                        hint="re-run: staging resumes from the last complete chunk")]
+
     def apply(self, target: Transport) -> None:
+        # The script's @@progress lines (bytes copied) stream into the sink as it copies.
         sink = ProgressSink(self.on_progress, self.on_line)
-        argv = ["sh", self.script, self.source, self.dest] + ([self.verify] if self.verify else [])
-        result = target.run(argv, sink=sink)
-        sink.flush()
-        if not result.ok:
-            raise StepError(f"staging {self.source} into {self.dest} failed (exit {result.exit_code})",
-                            target=target.name, evidence=result.stderr.strip()[-2000:],
-                            hint="re-run: staging resumes from the last complete chunk")
+        for command in self.commands():
+            command.run(target, sink)
