@@ -1,6 +1,7 @@
 """Venv step: a real venv, offline installs from a real (tiny) wheelhouse."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -43,7 +44,8 @@ def test_install_verify_then_noop(tmp_path, wheelhouse):
     assert isinstance(plan, Change) and plan.summary.startswith("create venv")
     step.apply(t)
     manifest = json.loads((tmp_path / "venvs" / "set-a" / "gpunode-lock.json").read_text())
-    assert manifest["spec_hash"] == step.spec_hash()
+    assert manifest["spec_hash"] == step.spec_hash() and manifest["spec"] == step.spec()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", manifest["verified_at"])
     again = _check(step, t)
     assert isinstance(again, NoChange) and "matches the resolved pin set (2 requirements" in again.reason
     assert t.run([str(tmp_path / "venvs/set-a/bin/python"), "-c", "import gpn_extra"]).exit_code == 1
@@ -130,3 +132,26 @@ def test_the_probe_starts_no_program_but_cat(tmp_path, wheelhouse):
     started = [line.split('execve("', 1)[1].split('"', 1)[0] for line in log.read_text().splitlines()
                if "execve(" in line and line.rstrip().endswith("= 0")]
     assert [p.rsplit("/", 1)[-1] for p in started] == ["sh", "cat"], started
+
+
+def test_the_apply_is_its_commands_in_order_the_install_watched(tmp_path, wheelhouse):
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], replace=["gpn-old"], remove_after=["gpn-extra"],
+                 verify=[["python", "-c", "import gpn_engine"]], locked=["gpn-engine==1.0 --hash=sha256:ab"],
+                 lock="tiny/pylock.toml@1a2b")
+    commands = step.commands()
+    assert [c.what for c in commands] == [
+        "creating the venv", "removing gpn-old", f"writing {step.path}/gpunode-requirements.txt",
+        "installing the locked pin set (tiny/pylock.toml@1a2b)", "removing gpn-extra",
+        "verifying with `python -c 'import gpn_engine'`", "writing the lock manifest"]
+    assert [c.watched for c in commands].count(True) == 1 and commands[3].watched
+    assert commands[2].stdin == b"gpn-engine==1.0 --hash=sha256:ab\n"
+    assert json.loads(commands[-1].stdin) == step.spec()  # the spec goes on stdin, not into the shown line
+    assert all(c.timeout == step.timeout for c in commands if c.what.startswith(("installing", "verifying")))
+
+
+def test_an_install_that_fails_names_the_command_and_keeps_no_manifest(tmp_path, wheelhouse):
+    step = _venv(tmp_path, wheelhouse, ["gpn-missing==9.9"])
+    with pytest.raises(StepError, match=r"installing the pin set in .*set-a failed \(exit code \d+\)") as info:
+        step.apply(LocalTransport())
+    assert "gpn-missing" in info.value.evidence  # pip's own words, from the watched stream
+    assert not (tmp_path / "venvs/set-a/gpunode-lock.json").exists()

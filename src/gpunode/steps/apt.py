@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import AptSink, Line, Progress
 from gpunode.transport.base import Transport
 
@@ -113,11 +113,10 @@ class Packages(Step):
         names = ", ".join(self.names)
         return [Command(tuple(shell.sh(_INSTALL, *self.names)), f"installing {names}",
                         failure=f"apt-get could not install {names}",
-                        hint="check the apt sources and the network on the target; re-running is safe")]
+                        hint="check the apt sources and the network on the target; re-running is safe", watched=True)]
 
     def apply(self, target: Transport) -> None:
         # apt's own status lines (APT::Status-Fd=1) become the progress of the one command.
         sink = AptSink(self.on_progress, self.on_line)
-        for command in self.commands():
-            command.run(target, sink)
+        run_all(self.commands(), target, sink)
         sink.finish()

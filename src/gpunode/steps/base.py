@@ -9,9 +9,9 @@ is needed. Only then, and only outside check mode, does it call `apply`.
 A step whose apply is a fixed list of commands says so as data (`commands()`): the
 default `apply` runs them in order, `inv provision --commands` prints them, and tests pin
 them. A command watched as it runs (apt's progress) is still data: its apply hands
-`Command.run` a sink. A step whose commands depend on what earlier ones answered (a venv's
-manifest, a readiness wait) or that moves a tree from the workstation keeps `apply` as code
-and returns None.
+`Command.run` a sink (`watched`, `run_all`). A step whose commands depend on what earlier ones
+answered (a readiness wait) or that moves a tree from the workstation keeps `apply` as code and
+returns None.
 
 Steps never print, never know about roles or inventory, and build argv lists
 only (gpunode.shell quotes them).
@@ -95,6 +95,8 @@ class Command:
     exits: tuple[tuple[int, str, str], ...] = ()
     evidence: tuple[str, ...] = ()
     timeout: float | None = None
+    #: its stdout is progress (an installer's lines, a copy's @@progress): run_all streams it into the sink
+    watched: bool = False
 
     def shown(self) -> str:
         """The command as a shell line a person can read and run; stdin as its size."""
@@ -118,6 +120,12 @@ class Command:
             more = target.run(self.evidence)
             evidence += f"\n--- {shell.join(self.evidence)}:\n{tail(more.stdout + more.stderr, 30)}"
         raise StepError(message, target=target.name, evidence=evidence.strip(), hint=hint)
+
+
+def run_all(commands: Sequence[Command], target: Transport, sink: Watcher) -> None:
+    """Run commands in order; the watched ones stream their stdout into `sink`."""
+    for command in commands:
+        command.run(target, sink if command.watched else None)
 
 
 class Watcher(Sink, Protocol):

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpunode import shell
-from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, FileRead, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import InstallSink, Line, Progress
-from gpunode.transport.base import Transport
+from gpunode.transport.base import Transport, write_argv
 
 MANIFEST = "gpunode-lock.json"
 LOCKED = "gpunode-requirements.txt"
@@ -55,8 +54,20 @@ _PROBE = _HEAD + '[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\
 #: In the batch, the manifests of all venvs are read by one process (engine/passes.py).
 READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 
-# The same listing, for the manifest written after a verify.
-_LISTING = "v=$1\n" + _NAMES
+_CREATE = ('rm -f "$1/gpunode-lock.json"; [ -x "$1/bin/python" ] || '
+           '{ mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }')
+
+# The manifest, written last (after the verification), atomically: the spec's hash ($2) and JSON
+# (stdin) come from here, the site-packages listing's hash and the time from the target itself, so
+# the whole apply is a fixed list of commands. The hash is listing_hash's (the same pipeline).
+_MANIFEST = r"""set -e
+v=$1
+listing=$( (""" + _NAMES + r""") | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16)
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ) spec=$(cat)
+printf '{"spec_hash": "%s",\n "spec": %s,\n "listing": "%s",\n "verified_at": "%s"}\n' \
+  "$2" "$spec" "$listing" "$now" > "$v/gpunode-lock.json.new"
+mv -f "$v/gpunode-lock.json.new" "$v/gpunode-lock.json"
+"""
 
 
 def listing_hash(names: list[str]) -> str:
@@ -157,34 +168,39 @@ class Venv(Step):
         return NoChange(f"{self.path} matches the resolved pin set ({what}, "
                         f"verified {manifest.get('verified_at', '?')})")
 
-    def apply(self, target: Transport) -> None:
-        bin_ = f"{self.path}/bin"
-        self._run(target, shell.sh('rm -f "$1/gpunode-lock.json"; [ -x "$1/bin/python" ] || '
-                                   '{ mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }', self.path, self.python),
-                  "creating the venv")
+    def commands(self) -> list[Command]:
+        def run(argv: list[str], what: str) -> Command:
+            return Command(tuple(argv), what, failure=f"{what} in {self.path} failed", hint=_RESUME,
+                           timeout=self.timeout)
+
+        listed = f"{self.path}/{LOCKED}"
+        out = [run(shell.sh(_CREATE, self.path, self.python), "creating the venv")]
         if self.replace:
-            self._run(target, self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}")
-        # With --no-deps the lock's lines are every package that goes in; unlocked, pip and uv say how many.
+            out.append(run(self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}"))
+        if self.locked:
+            # With --no-deps the lock's lines are every package that goes in.
+            out.append(Command(tuple(write_argv(listed, 0o644, None, "")), f"writing {listed}",
+                               stdin=("\n".join(self.locked) + "\n").encode()))
+            install = self._pip("install", *self._source_args(), "--require-hashes", "--no-deps", "-r", listed)
+            out.append(replace(run(_merged(install), f"installing the locked pin set ({self.lock})"), watched=True))
+        else:
+            out.append(replace(run(_merged(self._pip("install", *self._source_args(), *self.requirements)),
+                                   "installing the pin set"), watched=True))
+        if self.remove_after:
+            out.append(run(self._pip("uninstall", *self.remove_after), f"removing {', '.join(self.remove_after)}"))
+        bin_ = f"{self.path}/bin"
+        for argv in self.verify:
+            out.append(run(["env", f"PATH={bin_}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                            f"VIRTUAL_ENV={self.path}", *argv], f"verifying with `{shell.join(argv)[:80]}`"))
+        out.append(replace(run(shell.sh(_MANIFEST, self.path, self.spec_hash()), "writing the lock manifest"),
+                           stdin=json.dumps(self.spec(), sort_keys=True).encode()))
+        return out
+
+    def apply(self, target: Transport) -> None:
+        # The installer's lines become progress; unlocked, pip and uv say how many packages there are.
         sink = InstallSink(self.on_progress, self.on_line, total=len(self.locked), label=self.title)
         sink.start(f"installing {self._what()} with {self.installer}")
-        if self.locked:
-            listed = f"{self.path}/{LOCKED}"
-            target.write_file(listed, ("\n".join(self.locked) + "\n").encode())
-            self._run(target, self._pip("install", *self._source_args(), "--require-hashes", "--no-deps", "-r", listed),
-                      f"installing the locked pin set ({self.lock})", sink=sink)
-        else:
-            self._run(target, self._pip("install", *self._source_args(), *self.requirements), "installing the pin set",
-                      sink=sink)
-        if self.remove_after:
-            self._run(target, self._pip("uninstall", *self.remove_after), f"removing {', '.join(self.remove_after)}")
-        for argv in self.verify:
-            self._run(target, ["env", f"PATH={bin_}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                               f"VIRTUAL_ENV={self.path}", *argv], f"verifying with `{shell.join(argv)[:80]}`")
-        listing = listing_hash(self._run(target, shell.sh(_LISTING, self.path), "listing site-packages").stdout
-                                .splitlines())
-        stamp = self._run(target, ["date", "-u", "+%Y-%m-%dT%H:%M:%SZ"], "reading the clock").stdout.strip()
-        manifest = {"spec_hash": self.spec_hash(), "spec": self.spec(), "listing": listing, "verified_at": stamp}
-        target.write_file(f"{self.path}/{MANIFEST}", (json.dumps(manifest, indent=1) + "\n").encode())
+        run_all(self.commands(), target, sink)
         sink.finish("installed and verified")
 
     def _pip(self, verb: str, *args: str) -> list[str]:
@@ -212,20 +228,13 @@ class Venv(Step):
             args += ["--find-links", link]
         return args
 
-    def _run(self, target: Transport, argv: list[str], what: str, sink: InstallSink | None = None):
-        if sink is not None:
-            # uv writes its lines to stderr, pip to stdout: one stream, read as it comes.
-            result = target.run(shell.sh('exec "$@" 2>&1', *argv), sink=sink, timeout=self.timeout)
-            sink.flush()
-        else:
-            result = target.run(argv, timeout=self.timeout)
-        if not result.ok:
-            out = sink.text if sink is not None else (result.stderr or result.stdout)
-            raise StepError(f"{what} in {self.path} failed (exit {result.exit_code})", target=target.name,
-                            evidence=tail(out, 25),
-                            hint="re-run after fixing the cause; the install resumes and only the lock manifest "
-                            "marks it complete")
-        return result
+
+_RESUME = "re-run after fixing the cause; the install resumes and only the lock manifest marks it complete"
+
+
+def _merged(argv: list[str]) -> list[str]:
+    """uv writes its lines to stderr, pip to stdout: one stream, read as it comes."""
+    return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]
 
 
 def _spec_delta(old: dict, new: dict) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
@@ -142,10 +142,8 @@ class StagedWeights(Step):
         return [Command(("sh", self.script, self.source, self.dest, *([self.verify] if self.verify else [])),
                         f"staging {self.source} into {self.dest}",
                         failure=f"staging {self.source} into {self.dest} failed",
-                        hint="re-run: staging resumes from the last complete chunk")]
+                        hint="re-run: staging resumes from the last complete chunk", watched=True)]
 
     def apply(self, target: Transport) -> None:
         # The script's @@progress lines (bytes copied) stream into the sink as it copies.
-        sink = ProgressSink(self.on_progress, self.on_line)
-        for command in self.commands():
-            command.run(target, sink)
+        run_all(self.commands(), target, ProgressSink(self.on_progress, self.on_line))
