@@ -9,7 +9,8 @@ stand-in, as a real run does. The demo role is applied first (so that the
 timed run has nothing to do); the full provision is timed only when container
 200 is already provisioned (`inv provision --host lab --ct 200`). Each no-op run is
 paired with one `pct exec true` (timed before it, then after it, alternately), and a ratio
-is the median no-op over the median of those round trips: on this shared 2-core machine one round trip
+is the median no-op over the median of those round trips (the quartiles of each run over its own
+trip follow it, to show how far one run moves the ratio): on this shared 2-core machine one round trip
 moves between ~15 and ~35 ms with what ran just before it (back to back it is fastest,
 after 100 ms idle slowest), so a round trip timed apart from the runs it divides would
 move the ratio more than most changes do. The ratios say how many pct round trips a no-op
@@ -59,7 +60,14 @@ def median_time(fn, repeat: int) -> tuple[float, object]:
     return statistics.median(samples), last
 
 
-def paired_time(fn, trip, repeat: int) -> tuple[float, float, object]:
+@dataclass
+class Paired:
+    run: float                  # median seconds of fn
+    trip: float                 # median seconds of the trips paired with it
+    spread: tuple[float, float]  # quartiles of run_i / trip_i over the pairs: how far one run moves the ratio
+
+
+def paired_time(fn, trip, repeat: int) -> tuple[Paired, object]:
     """Median of fn and median of trip, interleaved as trip fn, fn trip, trip fn, ...: each
     is preceded as often by the other as by itself, so neither pays more for what ran before."""
     runs: list[float] = []
@@ -72,7 +80,8 @@ def paired_time(fn, trip, repeat: int) -> tuple[float, float, object]:
         runs.append(seconds)
         if i % 2 == 1:
             trips.append(median_time(trip, 1)[0])
-    return statistics.median(runs), statistics.median(trips), last
+    q1, _, q3 = statistics.quantiles([r / t for r, t in zip(runs, trips, strict=True)], n=4)
+    return Paired(statistics.median(runs), statistics.median(trips), (q1, q3)), last
 
 
 def process_seconds(argv: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, int]:
@@ -252,8 +261,8 @@ def main() -> None:
         first = run_target(ct, plan)
         if first.error or first.failed:
             raise SystemExit(f"demo role did not converge: {first.error}")
-        demo_s, trip_s, recap = paired_time(lambda: run_target(ct, plan), trip, args.repeat)
-        rows = [("demo role no-op re-run", demo_s, trip_s, recap.ok + recap.changed, recap.changed,
+        demo, recap = paired_time(lambda: run_target(ct, plan), trip, args.repeat)
+        rows = [("demo role no-op re-run", demo, recap.ok + recap.changed, recap.changed,
                  recap.round_trips, GOALS["demo"])]
 
         if not args.demo_only:
@@ -268,8 +277,8 @@ def main() -> None:
                              f"--ct {args.ct}` first; skipping the full provision figures)")
                 args.demo_only = True
             else:
-                prov_s, trip_s, (recap, calls) = paired_time(full, trip, args.repeat)
-                rows.append(("full provision no-op re-run (facts + all roles)", prov_s, trip_s,
+                prov, (recap, calls) = paired_time(full, trip, args.repeat)
+                rows.append(("full provision no-op re-run (facts + all roles)", prov,
                              recap.ok + recap.changed, recap.changed, calls, GOALS["full"]))
         extra = group_rows(ssh, h, pct_s, args.repeat) if args.group else []
     finally:
@@ -279,10 +288,12 @@ def main() -> None:
     print(f"target {ct.name}, over one SSH connection; medians of {args.repeat} runs, each paired with a round trip "
           "of its own (the ratio's divisor, in brackets)")
     print(f"  one `pct exec {args.ct} -- true` round trip, back to back {pct_s * 1000:8.1f} ms")
-    for name, seconds, trip_s, steps, changed, calls, limit in rows:
-        ratio = seconds / trip_s
-        print(f"  {name:<53} {seconds * 1000:8.1f} ms  ({steps} steps, {changed} changed, {calls} pct calls)  "
-              f"ratio {ratio:4.2f}x [{trip_s * 1000:.1f} ms] {goal(ratio, limit)}")
+    for name, paired, steps, changed, calls, limit in rows:
+        ratio = paired.run / paired.trip
+        low, high = paired.spread
+        print(f"  {name:<53} {paired.run * 1000:8.1f} ms  ({steps} steps, {changed} changed, {calls} pct calls)  "
+              f"ratio {ratio:4.2f}x [{paired.trip * 1000:.1f} ms] {goal(ratio, limit)}; "
+              f"pair by pair, middle half {low:4.2f}-{high:4.2f}x")
     print(*extra, sep="\n") if extra else None
     print(*cli_rows(args), sep="\n")
 
