@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpunode.engine import inline
 from gpunode.engine.lock import guard, lost, lost_error
 from gpunode.transport.base import Transport
 
@@ -81,11 +82,12 @@ def format_pending(entries: Iterable[Pending]) -> str:
     return "".join(f"{role}\t{name}\n" for role, name in dict.fromkeys(entries))
 
 
-# Read with the shell's own `read` (a subshell of the batch, engine/probe.py): no process start.
+# Read with the shell's own `read`, in the batch's own shell (engine/inline.py): no process start.
 # A last line without its newline (torn by a crash) is printed too; parse_pending judges it.
-_PENDING = """[ -f "$1/handlers.pending" ] || exit 0
-while IFS= read -r l || [ -n "$l" ]; do printf '%s\\n' "$l"; done < "$1/handlers.pending"
-exit 0"""
+_PENDING = inline.mark("""if [ -f "$1/handlers.pending" ]; then
+  while IFS= read -r gn_l || [ -n "$gn_l" ]; do printf '%s\\n' "$gn_l"; done < "$1/handlers.pending"
+fi
+:""")
 
 
 def pending_probe(state_dir: str) -> list[str]:

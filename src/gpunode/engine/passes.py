@@ -20,26 +20,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gpunode.engine import reuse
+from gpunode.engine import inline, reuse
 from gpunode.steps import apt, files, systemd, venv, weights
 from gpunode.steps.base import FileRead, Probe
 
 # Records of four NUL-terminated fields: name, type, "mode user group size", %N (name -> target).
 # "/" goes first: when it is not in the answer, this stat is not GNU's and every step probes itself.
-_STAT = "QUOTING_STYLE=literal stat --printf '%n\\0%F\\0%a %U %G %s\\0%N\\0' -- / \"$@\" 2>/dev/null; :"
+_STAT = inline.mark("QUOTING_STYLE=literal stat --printf '%n\\0%F\\0%a %U %G %s\\0%N\\0' -- / \"$@\" 2>/dev/null; :")
 # Regular files only (a fifo would block the read); -z: "hash  name" records end in NUL and
 # names are not escaped.
-_HASH = """n=$#
-for f; do if [ -f "$f" ] && [ ! -L "$f" ]; then set -- "$@" "$f"; fi; done
-shift "$n"
-[ "$#" -eq 0 ] || sha256sum -z -- "$@" 2>/dev/null; :"""
+_HASH = inline.mark("""gn_n=$#
+for gn_f; do if [ -f "$gn_f" ] && [ ! -L "$gn_f" ]; then set -- "$@" "$gn_f"; fi; done
+shift "$gn_n"
+[ "$#" -eq 0 ] || sha256sum -z -- "$@" 2>/dev/null; :""")
 _SHOW = ["systemctl", "show", *(f"-p{p}" for p in systemd.PROPERTIES), "--"]
 # The manifests that venv and weights probes print (steps/base.FileRead), all in one grep: each
 # line comes as "path NUL line" (-H -Z), so no content can pass for another file's.
-_READ = """n=$#
-for f; do if [ -f "$f" ]; then set -- "$@" "$f"; fi; done
-shift "$n"
-[ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :"""
+_READ = inline.mark("""gn_n=$#
+for gn_f; do if [ -f "$gn_f" ]; then set -- "$@" "$gn_f"; fi; done
+shift "$gn_n"
+[ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :""")
 _READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, weights.READ)}
 _DPKG = ["dpkg-query", "-W", f"-f={apt.FORMAT}", "--"]
 

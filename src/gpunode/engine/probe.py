@@ -8,6 +8,8 @@ ours and is removed again, so each step gets its output byte for byte.
 A probe that is a shell script (`sh -c SCRIPT sh ARGS...`) runs as a subshell of the
 batch, `( set -- ARGS; SCRIPT )`, not as a new `sh` process: the same script, its own
 positional parameters and variables, its `exit` ends only itself, and no process start.
+The scripts engine/inline.py marks (the passes, the reused answers, the pending handlers)
+run as a function call instead: not even a fork.
 """
 
 from __future__ import annotations
@@ -16,15 +18,18 @@ import secrets
 from collections.abc import Iterator, Sequence
 
 from gpunode import marked, shell
-from gpunode.engine import passes
+from gpunode.engine import inline, passes
 from gpunode.errors import FactError, tail
 from gpunode.steps.base import Probe
 from gpunode.transport.base import Transport
 
 
 def command(argv: Sequence[str]) -> str:
-    """Shell text that runs one probe inside the batch: a subshell for `sh -c` scripts."""
+    """Shell text that runs one probe inside the batch: a subshell for `sh -c` scripts, a function
+    call in the batch's own shell for those engine/inline.py knows to be safe there."""
     if len(argv) >= 3 and argv[0] == "sh" and argv[1] == "-c":
+        if argv[2] in inline.SAFE:
+            return f"gn_probe() {{\n{argv[2]}\n}}\ngn_probe {shell.join(argv[4:])}"
         return f"( set -- {shell.join(argv[4:])}\n{argv[2]}\n)"
     return shell.join(argv)
 

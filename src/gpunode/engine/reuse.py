@@ -2,7 +2,7 @@
 
 `dpkg-query` and `systemctl show` are the two process starts left in a no-op's round trip
 that answer the same thing run after run (issue 9). Each is wrapped in shell text that the
-batch runs as a subshell (engine/probe.py): it prints the stored answer when a test made of
+batch runs in its own shell, as a function call (engine/inline.py): it prints the stored answer when a test made of
 shell builtins says that nothing it depends on has changed, and otherwise runs the program,
 prints its answer as it is and, under the exclusive lock only, stores it. The stores live in
 the lock shell's state folder (`$GN_STATE`); outside the lock shell (unset) nothing is reused.
@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from gpunode.engine import inline
 from gpunode.steps import apt, systemd
 
 #: Where the PIDs of a unit in system.slice are, cgroup v2 first, then v1's hybrid and legacy trees.
@@ -41,27 +42,29 @@ _DROPIN_DIRS = (*_UNIT_DIRS, "/etc/systemd/system.control", "/run/systemd/system
 _PRINT = """gn_print() { while IFS= read -r gn_l; do printf '%s\\n' "$gn_l"; done < "$1"; }
 """
 
-PACKAGES = _PRINT + """c="$GN_STATE/reuse-dpkg-$1"; shift
+PACKAGES = inline.mark(_PRINT + """gn_c="$GN_STATE/reuse-dpkg-$1"; shift
 gn_pending() { for gn_u in /var/lib/dpkg/updates/*; do [ -e "$gn_u" ] && return 0; done; return 1; }
-if [ -n "$GN_STATE" ] && [ -s "$c.out" ] && [ /var/lib/dpkg/status -ef "$c.status" ] && ! gn_pending; then
-  gn_print "$c.out"; exit 0
+if [ -n "$GN_STATE" ] && [ -s "$gn_c.out" ] && [ /var/lib/dpkg/status -ef "$gn_c.status" ] && ! gn_pending; then
+  gn_print "$gn_c.out"
+else
+  gn_store=; if [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ]; then
+    # Emptied first (an empty answer is never reused); linked before the query, so that a
+    # dpkg run that ends between the two leaves a link to the status file it replaced.
+    : 2>/dev/null > "$gn_c.out" && ln -f /var/lib/dpkg/status "$gn_c.status" 2>/dev/null && gn_store=1
+  fi
+  gn_o=$(dpkg-query -W -f='""" + apt.FORMAT + """' -- "$@" 2>&1); gn_rc=$?
+  [ -z "$gn_o" ] || printf '%s\\n' "$gn_o"
+  if [ -n "$gn_store" ] && [ "$gn_rc" = 0 ] && ! gn_pending; then printf '%s\\n' "$gn_o" > "$gn_c.out"; fi
+  # dpkg-query's own status (1: a name it does not know): a subshell, only when it ran.
+  [ "$gn_rc" = 0 ] || (exit "$gn_rc")
 fi
-gn_store=; if [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ]; then
-  # Emptied first (an empty answer is never reused); linked before the query, so that a
-  # dpkg run that ends between the two leaves a link to the status file it replaced.
-  : 2>/dev/null > "$c.out" && ln -f /var/lib/dpkg/status "$c.status" 2>/dev/null && gn_store=1
-fi
-gn_o=$(dpkg-query -W -f='""" + apt.FORMAT + """' -- "$@" 2>&1); gn_rc=$?
-[ -z "$gn_o" ] || printf '%s\\n' "$gn_o"
-if [ -n "$gn_store" ] && [ "$gn_rc" = 0 ] && ! gn_pending; then printf '%s\\n' "$gn_o" > "$c.out"; fi
-exit "$gn_rc"
-"""
+""")
 
 _SHOW = "systemctl show " + " ".join(f"-p{p}" for p in systemd.PROPERTIES) + ' -- "$@"'
 
 # Per unit: its signature (empty: ask systemd), then its stored block or a place in ONE
 # systemctl show of every unit that is asked; the blocks come out in the order of "$@".
-UNITS = _PRINT + """c="$GN_STATE/reuse-unit-"
+UNITS = inline.mark(_PRINT + """gn_c="$GN_STATE/reuse-unit-"
 gn_i=0 gn_miss=
 for gn_u; do
   gn_i=$((gn_i + 1)) gn_p=
@@ -80,12 +83,12 @@ for gn_u; do
   done;; esac
   eval "gn_sig_$gn_i=\\$gn_p gn_hit_$gn_i="
   gn_old=
-  [ -z "$gn_p" ] || [ -z "$GN_STATE" ] || [ ! -s "$c$gn_u.out" ] || IFS= read -r gn_old < "$c$gn_u.sig" || gn_old=
+  [ -z "$gn_p" ] || [ -z "$GN_STATE" ] || [ ! -s "$gn_c$gn_u.out" ] || IFS= read -r gn_old < "$gn_c$gn_u.sig" || gn_old=
   if [ -n "$gn_p" ] && [ "$gn_old" = "$gn_p" ]; then eval "gn_hit_$gn_i=1"; else gn_miss="$gn_miss $gn_u"; fi
 done
-gn_k=0
+gn_k=0 gn_rc=0
 if [ -n "$gn_miss" ]; then
-  gn_o=$(""" + _SHOW.replace('"$@"', "$gn_miss") + """ 2>&1) || { gn_rc=$?; printf '%s\\n' "$gn_o"; exit "$gn_rc"; }
+  gn_o=$(""" + _SHOW.replace('"$@"', "$gn_miss") + """ 2>&1) || gn_rc=$?
   gn_b=
   while IFS= read -r gn_l; do
     if [ -n "$gn_l" ]; then gn_b="$gn_b$gn_l
@@ -95,12 +98,13 @@ $gn_o
 GN_EOF
   [ -z "$gn_b" ] || { gn_k=$((gn_k + 1)); eval "gn_blk_$gn_k=\\$gn_b"; }
 fi
+if [ "$gn_rc" != 0 ]; then printf '%s\\n' "$gn_o"; (exit "$gn_rc"); else
 gn_i=0 gn_j=0
 for gn_u; do
   gn_i=$((gn_i + 1))
   [ "$gn_i" = 1 ] || echo
   eval "gn_hit=\\$gn_hit_$gn_i gn_p=\\$gn_sig_$gn_i"
-  if [ -n "$gn_hit" ]; then gn_print "$c$gn_u.out"; continue; fi
+  if [ -n "$gn_hit" ]; then gn_print "$gn_c$gn_u.out"; continue; fi
   gn_j=$((gn_j + 1)); eval "gn_b=\\${gn_blk_$gn_j:-}"
   printf '%s' "$gn_b"
   [ -n "$gn_p" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ] || continue
@@ -117,12 +121,13 @@ for gn_u; do
 $gn_b
 GN_EOF
   [ "$gn_n" = """ + str(len(systemd.PROPERTIES)) + """ ] || continue
-  : 2>/dev/null > "$c$gn_u.out" && printf '%s\\n' "$gn_p" > "$c$gn_u.sig" && printf '%s' "$gn_b" > "$c$gn_u.out"
+  : 2>/dev/null > "$gn_c$gn_u.out" && printf '%s\\n' "$gn_p" > "$gn_c$gn_u.sig" &&
+    printf '%s' "$gn_b" > "$gn_c$gn_u.out"
 done
 # systemctl's blocks did not match the units asked: the parser then sends each to its own probe.
 [ "$gn_j" = "$gn_k" ] || printf '\\n%s\\n' "gpunode: systemctl show answered $gn_k units, not $gn_j"
-exit 0
-"""
+fi
+""")
 
 
 def key(names: Sequence[str]) -> str:
