@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from gpunode.steps.base import Command
+from gpunode.steps.base import Command, run_all
 from gpunode.transport.base import Transport
 
 DAEMON_RELOAD = "daemon-reload"
@@ -47,7 +47,7 @@ class CommandHandler:
         return [Command(self.argv, f"handler {self.name}", failure=f"handler {self.name} failed", hint=_RETRY)]
 
     def run(self, target: Transport) -> None:
-        run_all(self, target)
+        run_all(self.commands(), target)
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,7 @@ class SystemctlHandler:
                         evidence=("systemctl", "status", "--no-pager", "--lines=20", self.unit))]
 
     def run(self, target: Transport) -> None:
-        run_all(self, target)
-
-
-def run_all(handler: Handler, target: Transport) -> None:
-    for command in handler.commands():
-        command.run(target)
+        run_all(self.commands(), target)
 
 
 def generic(name: str) -> Handler | None:

@@ -122,8 +122,9 @@ class Command:
         raise StepError(message, target=target.name, evidence=evidence.strip(), hint=hint)
 
 
-def run_all(commands: Sequence[Command], target: Transport, sink: Watcher) -> None:
-    """Run commands in order; the watched ones stream their stdout into `sink`."""
+def run_all(commands: Sequence[Command], target: Transport, sink: Watcher | None = None) -> None:
+    """Run commands in order (a step's apply, a handler's action); the watched ones stream their
+    stdout into `sink`."""
     for command in commands:
         command.run(target, sink if command.watched else None)
 
@@ -173,5 +174,4 @@ class Step(ABC):
         commands = self.commands()
         if commands is None:
             raise NotImplementedError(f"{type(self).__name__} has neither commands() nor its own apply()")
-        for command in commands:
-            command.run(target)
+        run_all(commands, target)
