@@ -46,6 +46,10 @@ def test_install_verify_then_noop(tmp_path, wheelhouse):
     manifest = json.loads((tmp_path / "venvs" / "set-a" / "gpunode-lock.json").read_text())
     assert manifest["spec_hash"] == step.spec_hash() and manifest["spec"] == step.spec()
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", manifest["verified_at"])
+    # Written by the transports' atomic writer: its mode, and no temp file left beside it.
+    venv_dir = tmp_path / "venvs" / "set-a"
+    assert (venv_dir / "gpunode-lock.json").stat().st_mode & 0o777 == 0o644
+    assert not list(venv_dir.glob(".gpunode.*"))
     again = _check(step, t)
     assert isinstance(again, NoChange) and "matches the resolved pin set (2 requirements" in again.reason
     assert t.run([str(tmp_path / "venvs/set-a/bin/python"), "-c", "import gpn_extra"]).exit_code == 1

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from typing import Any
 
 from gpunode import shell
 from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import InstallSink, Line, Progress
-from gpunode.transport.base import Transport, write_argv
+from gpunode.transport.base import WRITE, Transport, write_argv
 
 MANIFEST = "gpunode-lock.json"
 LOCKED = "gpunode-requirements.txt"
@@ -57,16 +58,16 @@ READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 _CREATE = ('rm -f "$1/gpunode-lock.json"; [ -x "$1/bin/python" ] || '
            '{ mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }')
 
-# The manifest, written last (after the verification), atomically: the spec's hash ($2) and JSON
-# (stdin) come from here, the site-packages listing's hash and the time from the target itself, so
-# the whole apply is a fixed list of commands. The hash is listing_hash's (the same pipeline).
+# The manifest, written last (after the verification): the spec's hash ($2) and JSON (stdin) come
+# from here, the site-packages listing's hash and the time from the target itself, so the whole
+# apply is a fixed list of commands. The hash is listing_hash's (the same pipeline); the file goes
+# through the transports' own atomic writer (temp file, fsync, rename: transport/base.WRITE).
 _MANIFEST = r"""set -e
 v=$1
 listing=$( (""" + _NAMES + r""") | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16)
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ) spec=$(cat)
 printf '{"spec_hash": "%s",\n "spec": %s,\n "listing": "%s",\n "verified_at": "%s"}\n' \
-  "$2" "$spec" "$listing" "$now" > "$v/gpunode-lock.json.new"
-mv -f "$v/gpunode-lock.json.new" "$v/gpunode-lock.json"
+  "$2" "$spec" "$listing" "$now" | sh -c """ + shell.quote(WRITE) + r""" sh "$v/gpunode-lock.json" 644 "" ""
 """
 
 
@@ -169,9 +170,9 @@ class Venv(Step):
                         f"verified {manifest.get('verified_at', '?')})")
 
     def commands(self) -> list[Command]:
-        def run(argv: list[str], what: str) -> Command:
+        def run(argv: list[str], what: str, **more: Any) -> Command:
             return Command(tuple(argv), what, failure=f"{what} in {self.path} failed", hint=_RESUME,
-                           timeout=self.timeout)
+                           timeout=self.timeout, **more)
 
         listed = f"{self.path}/{LOCKED}"
         out = [run(shell.sh(_CREATE, self.path, self.python), "creating the venv")]
@@ -182,18 +183,18 @@ class Venv(Step):
             out.append(Command(tuple(write_argv(listed, 0o644, None, "")), f"writing {listed}",
                                stdin=("\n".join(self.locked) + "\n").encode()))
             install = self._pip("install", *self._source_args(), "--require-hashes", "--no-deps", "-r", listed)
-            out.append(replace(run(_merged(install), f"installing the locked pin set ({self.lock})"), watched=True))
+            out.append(run(_merged(install), f"installing the locked pin set ({self.lock})", watched=True))
         else:
-            out.append(replace(run(_merged(self._pip("install", *self._source_args(), *self.requirements)),
-                                   "installing the pin set"), watched=True))
+            out.append(run(_merged(self._pip("install", *self._source_args(), *self.requirements)),
+                           "installing the pin set", watched=True))
         if self.remove_after:
             out.append(run(self._pip("uninstall", *self.remove_after), f"removing {', '.join(self.remove_after)}"))
         bin_ = f"{self.path}/bin"
         for argv in self.verify:
             out.append(run(["env", f"PATH={bin_}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                             f"VIRTUAL_ENV={self.path}", *argv], f"verifying with `{shell.join(argv)[:80]}`"))
-        out.append(replace(run(shell.sh(_MANIFEST, self.path, self.spec_hash()), "writing the lock manifest"),
-                           stdin=json.dumps(self.spec(), sort_keys=True).encode()))
+        out.append(run(shell.sh(_MANIFEST, self.path, self.spec_hash()), "writing the lock manifest",
+                       stdin=json.dumps(self.spec(), sort_keys=True).encode()))
         return out
 
     def apply(self, target: Transport) -> None:
