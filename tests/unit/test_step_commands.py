@@ -167,6 +167,9 @@ def test_a_failure_brings_the_output_of_its_evidence_command():
         failing.run(LocalTransport())
     assert info.value.evidence.splitlines() == ["Job failed", "--- echo 'Active: failed (Result: exit-code)':",
                                                 "Active: failed (Result: exit-code)"]
+    with pytest.raises(StepError, match=r"restarting y failed \(exit code 1\)") as bare:
+        Command(("false",), "restarting y", evidence=("echo", "y: inactive")).run(LocalTransport())
+    assert bare.value.evidence.endswith("y: inactive")  # evidence without a failure text still comes
     target = CountingTransport()
     Command(("true",), "nothing", evidence=("false",)).run(target)
     assert target.commands == [["true"]]  # only a failure pays for the evidence

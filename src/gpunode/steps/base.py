@@ -80,11 +80,12 @@ class Command:
     """One command of an apply, as data: argv, what goes to its stdin, and how its failure reads.
 
     A non-zero exit raises. An exit code listed in `exits` (code, message, hint) means something
-    of its own and reads as that message. Otherwise, with `failure`: StepError("<failure> (exit
-    code N)") with the tail of its output and `hint`; without: the transport's CommandError
-    naming `what`. `evidence` is a command run only after a failure, whose output a user needs
-    first (a unit's status). `hidden` are argv positions shown as "<hidden>" (a sensitive file's
-    sha256: a hash of a short token can be brute-forced)."""
+    of its own and reads as that message. Otherwise, with `failure` (or `evidence`): StepError(
+    "<failure, or '<what> failed'> (exit code N)") with the tail of its output and `hint`; with
+    none of the three: the transport's CommandError naming `what`. `evidence` is a command run
+    only after a failure, whose output a user needs first (a unit's status). `hidden` are argv
+    positions shown as "<hidden>" (a sensitive file's sha256: a hash of a short token can be
+    brute-forced)."""
 
     argv: tuple[str, ...]
     what: str
@@ -105,7 +106,8 @@ class Command:
 
     def run(self, target: Transport, sink: Watcher | None = None) -> Result:
         """Run it; with `sink`, its stdout streams there as it comes (an installer's progress)."""
-        own = bool(self.failure or self.exits)
+        # Any way of its own to read a failure means the transport's plain error would lose it.
+        own = bool(self.failure or self.exits or self.evidence)
         result = target.run(self.argv, stdin=self.stdin, sink=sink, timeout=self.timeout, check=not own,
                             what=self.what)
         if sink is not None:
@@ -114,7 +116,7 @@ class Command:
             return result
         output = (result.stderr or sink.text) if sink is not None else result.stdout + result.stderr
         message, hint = next(((m, h) for code, m, h in self.exits if code == result.exit_code),
-                             (f"{self.failure or self.what} (exit code {result.exit_code})", self.hint))
+                             (f"{self.failure or self.what + ' failed'} (exit code {result.exit_code})", self.hint))
         evidence = tail(output, 30)
         if self.evidence:
             more = target.run(self.evidence)
