@@ -102,3 +102,24 @@ def test_break_lock_ends_a_hung_holder_and_names_it(state):
         holder.kill()
         holder.wait()
     assert break_lock(LocalTransport(), state) == f"local: {state}/lock is not held; nothing to break"
+
+
+def test_a_holder_on_its_way_out_is_waited_for_and_one_that_stays_is_refused(state):
+    # A released lock shell is not waited for (transport/ssh.py), so the next run's may find it still
+    # ending: that one is waited for, a second at most; a holder that stays is refused all the same.
+    os.makedirs(state)
+    leaving = subprocess.Popen(["flock", "-x", f"{state}/lock", "sh", "-c", "echo held; sleep 0.3"],
+                               stdout=subprocess.PIPE, text=True)
+    assert leaving.stdout is not None and leaving.stdout.readline() == "held\n"
+    with acquire(LocalTransport(), state, ALICE) as held:  # before the change: BUSY at once
+        assert held.probed == ""
+    leaving.wait()
+    staying = start_holder(state)
+    try:
+        started = time.monotonic()
+        with pytest.raises(LockError, match="locked by another gpunode run: bob@ws2"):
+            acquire(LocalTransport(), state, ALICE)
+        assert time.monotonic() - started >= 1.0
+    finally:
+        staying.kill()
+        staying.wait()

@@ -83,11 +83,12 @@ class Held:
     #: the lines after the first one, up to the `until` line that hold() was given ("" without one)
     body: str = ""
 
-    def release(self) -> None:
+    def release(self, wait: bool = True) -> None:
+        """Close its stdin; with wait, also until it has ended (a transport may always wait)."""
         close = self._close
         self._close = None
         if callable(close):
-            close()
+            close(wait)
 
 
 def read_held(read: Callable[[int], bytes], until: str) -> tuple[str, str]:

@@ -70,9 +70,9 @@ class LocalTransport(Transport):
             err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
             raise CommandError(f"`{argv[0]}` ended at once", target=self.name, evidence=err)
 
-        def close() -> None:
+        def close(_wait: bool) -> None:
             with contextlib.suppress(BrokenPipeError):
                 proc.stdin.close()  # type: ignore[union-attr]
-            proc.wait(timeout=30)
+            proc.wait(timeout=30)  # always: a child of this process is reaped here
 
         return Held(first_line=line, _close=close, body=body)

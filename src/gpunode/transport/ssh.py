@@ -236,10 +236,11 @@ class SshTransport(Transport):
         chan = self._channel(argv)
         line, body = read_held(chan.recv, until)
 
-        def close() -> None:
+        def close(wait: bool) -> None:
             try:
                 chan.shutdown_write()
-                chan.recv_exit_status()
+                if wait:
+                    chan.recv_exit_status()
                 chan.close()
             except (OSError, EOFError, paramiko.SSHException):
                 pass
