@@ -100,7 +100,7 @@ class Planner:
 
     def script(self, nonce: str) -> str:
         # "$d": the lock shell's state folder, where the facts cache is (facts/cache.py)
-        return inline(nonce, self.vars.get("model_source"), self.vars.get("venv"), state_ref='"$d"')
+        return inline(nonce, self.vars.get("model_source"), self.vars.get("venv"), state_ref='"$d"', subshell=False)
 
     def build(self, output: str, nonce: str) -> list[RolePlan]:
         from gpunode.resolve import resolve as default_resolve

@@ -32,9 +32,10 @@ _NONCE_VAR = '"$GN"'
 
 @dataclass
 class Prelude:
-    """What runs before the steps are known: `script(nonce)` is shell text for the lock shell
-    (the facts probe); `build(output, nonce)` turns its output into the roles to run (raising
-    GpunodeError for a target or input that must be refused). `key` names the recorded batch."""
+    """What runs before the steps are known: `script(nonce)` is shell text that the lock shell
+    runs in a subshell (the facts probe, in a command substitution); `build(output, nonce)` turns
+    its output into the roles to run (raising GpunodeError for a target or input that must be
+    refused). `key` names the recorded batch."""
 
     key: str
     script: Callable[[str], str]
@@ -60,21 +61,23 @@ def first_trip(prelude: Prelude, nonce: str, state_dir_ref: str = "$d") -> str:
     recorded batch, announced with its digest.
 
     The two do not depend on each other, so they run side by side: the batch writes into a pipe
-    (the kernel holds 64 KiB of it; past that it waits for the cat) while the facts print, and one
-    `cat` passes the batch's output on after them, so the answer reads as if they had run one after
-    the other. A no-op waits on the target, which has idle cores: in container 200 this took the
-    lock shell from ~33 to ~23 ms.
+    (the kernel holds 64 KiB of it; past that it waits) while the facts print into a command
+    substitution; then the facts' output is printed and `dd` passes the batch's output on after
+    it, so the answer reads as if they had run one after the other. A no-op waits on the target,
+    which has idle cores: in container 200 this took the lock shell from ~33 to ~23 ms.
 
-    `dd obs=1M` holds that output and writes it at the end in one piece: the shell's builtins write
-    every line on its own, and sshd sent each write as an SSH packet (~66 for a full provision), each
-    one decrypted, MAC-checked and queued by paramiko in Python: 10.5 -> 6.2 ms of local CPU per
-    full no-op, for one more program in the container (only in this trip: small answers gain nothing)."""
+    `dd obs=1M` holds the batch's output and writes it at the end in one piece: the shell's
+    builtins write every line on its own, and sshd sent each write as an SSH packet (~66 for a full
+    provision), each one decrypted, MAC-checked and queued by paramiko in Python: 10.5 -> 6.2 ms of
+    local CPU per full no-op. The facts come out in one printf for the same reason, and so take
+    no `cat` (each program started costs ~0.9 ms in a container, a fork ~0.25 ms; this trip only:
+    small answers gain nothing)."""
     recorded_batch = (f"GN={shell.quote(nonce)}; f=\"{state_dir_ref}/probe-{prelude.key}.sh\"\n"
                       + 'if [ -r "$f" ] && read -r _ _ id < "$f"; then printf \'%s recorded %s\\n\' "$GN" "$id"; '
                       + '. "$f"; fi\n')
-    return ("{ " + recorded_batch + "} </dev/null 2>&1 | {\n{ "
-            + prelude.script(nonce)
-            + "} </dev/null\ncat; } | dd obs=1M 2>/dev/null\n")
+    # $( ) drops the output's last newlines: it ends on a marker line, whose newline printf puts back.
+    return ("{ " + recorded_batch + "} </dev/null 2>&1 | {\ngn_facts=$(\n" + prelude.script(nonce).rstrip("\n")
+            + "\n)\nprintf '%s\\n' \"$gn_facts\"\nexec dd obs=1M 2>/dev/null; }\n")
 
 
 # One line: a nonce whose word differs is skipped, and a single line cannot hide another, so one

@@ -148,15 +148,20 @@ def gather(transport: Transport, model_path: str | None = None, venv: str | None
                    exit_code=result.exit_code, stderr=result.stderr)
 
 
-def inline(nonce: str, model_path: str | None = None, venv: str | None = None, state_ref: str = "") -> str:
+def inline(nonce: str, model_path: str | None = None, venv: str | None = None, state_ref: str = "",
+           subshell: bool = True) -> str:
     """The probe as one subshell with its arguments set: shell text that another script (the
     engine's lock shell) runs, so that facts cost no round trip of their own.
 
     state_ref: shell text naming the state folder (the lock shell's "$d"): the facts cache is
-    read from there, and updated when the lock shell holds the lock exclusively ($GN_EXCLUSIVE)."""
+    read from there, and updated when the lock shell holds the lock exclusively ($GN_EXCLUSIVE).
+    subshell=False: the same without the parentheses, for a caller that runs it in a subshell of
+    its own making (a command substitution: one fork, not two)."""
     args = shell.join([nonce, model_path or "", venv or "", venv_root(venv)])
     if state_ref:
         args += f' {state_ref} "${{GN_EXCLUSIVE:+write}}"'
+    if not subshell:
+        return f"exec </dev/null 2>&1\nset -- {args}\n{script()}"
     return f"( set -- {args}\n{script()}) </dev/null 2>&1\n"
 
 
