@@ -122,6 +122,16 @@ def test_shm_too_small_refuses_before_copying():
         step.check(_probe(32 << 30))
 
 
+def test_with_the_room_from_the_facts_the_probe_asks_no_df_and_the_refusal_is_the_same():
+    step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", space=(32 << 30, 64 << 30))
+    assert "df " not in step.probe()[2]
+    found = "@@section found\n/mnt/models/q\tmodel.safetensors\t53687091200\t1.0\n@@section manifest\n"
+    with pytest.raises(StepError, match=r"/dev/shm/q has 32.0 GiB free of 64.0 GiB, but the model needs 50.0 GiB"):
+        step.check(Probe(0, found))
+    roomy = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", space=(60 << 30, 64 << 30))
+    assert roomy.check(Probe(0, found)).summary.startswith("stage 1 files (50.0 GiB)")
+
+
 def test_memory_limit_counts_shm_and_servers():
     facts = System(mem_total_bytes=128 << 30, mem_limit_bytes=64 << 30)
     step = StagedWeights(source="/mnt/models/q", dest="/dev/shm/q", reserve_bytes=16 << 30,
@@ -177,16 +187,49 @@ def test_a_new_source_file_is_drift_and_the_engine_files_in_the_source_are_not(t
     assert isinstance(_check(step, t), Change)
 
 
+def _programs(t, step, tmp_path) -> tuple[list[str], str]:
+    """The programs the step's probe starts in a batch (successful execve), and its answer."""
+    log = tmp_path / "execve.log"
+    nonce = "gpunode-0123456789abcdef"
+    out = t.run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log), "sh", "-s"],
+                stdin=probe.build([step.probe()], nonce).encode(), check=True).stdout
+    started = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1]
+               for line in log.read_text().splitlines() if "execve(" in line and line.rstrip().endswith("= 0")]
+    return started, step.check(probe.parse(out, 1, nonce)[0])
+
+
 def test_the_probe_starts_no_program_but_find_cat_and_df(tmp_path):
     t = LocalTransport()
     src = _model(tmp_path)
     step = StagedWeights(source=str(src), dest=str(tmp_path / "shm" / "m"), script=SCRIPT)
     step.apply(t)
-    log = tmp_path / "execve.log"
-    nonce = "gpunode-0123456789abcdef"
-    out = t.run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log), "sh", "-s"],
-                stdin=probe.build([step.probe()], nonce).encode(), check=True).stdout
-    assert isinstance(step.check(probe.parse(out, 1, nonce)[0]), NoChange)
-    started = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1]
-               for line in log.read_text().splitlines() if "execve(" in line and line.rstrip().endswith("= 0")]
-    assert started == ["sh", "find", "cat", "df"], started
+    started, outcome = _programs(t, step, tmp_path)
+    assert isinstance(outcome, NoChange) and started == ["sh", "find", "cat", "df"], started
+    # With the room known from the facts (their df of /dev/shm), no df of its own; the same answer.
+    known = StagedWeights(source=str(src), dest=str(tmp_path / "shm" / "m"), script=SCRIPT, space=(1 << 30, 1 << 30))
+    started, outcome = _programs(t, known, tmp_path)
+    assert isinstance(outcome, NoChange) and started == ["sh", "find", "cat"], started
+
+
+
+def test_the_weights_role_takes_the_room_in_dev_shm_from_the_facts_and_asks_df_elsewhere():
+    from dataclasses import replace
+
+    from gpunode import roles
+    from gpunode.resolve import resolve
+    from gpunode.roles.context import RoleContext
+    from gpunode.roles.weights import role as weights_role
+    from tests.unit.resolve_facts import field_notes
+
+    facts = field_notes()
+    facts = replace(facts, system=replace(facts.system, shm_size_bytes=64 << 30, shm_free_bytes=40 << 30))
+
+    def staged(**sets) -> StagedWeights:
+        v = {**roles.defaults(), "model_source": "/mnt/models/Qwen3.6-27B", **sets}
+        ctx = RoleContext(target="kpro6/200", vars=v, facts=facts, plan=resolve(facts, v))
+        [plan] = weights_role.build(ctx)
+        return next(s for s in plan.steps if isinstance(s, StagedWeights))
+
+    assert staged().space == (40 << 30, 64 << 30) and "df " not in staged().probe()[2]
+    elsewhere = staged(weights_dest_root="/var/cache/models")
+    assert elsewhere.space is None and "df -B1" in elsewhere.probe()[2]

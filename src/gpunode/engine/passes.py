@@ -40,7 +40,7 @@ _READ = inline.mark("""gn_n=$#
 for gn_f; do if [ -f "$gn_f" ]; then set -- "$@" "$gn_f"; fi; done
 shift "$gn_n"
 [ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :""")
-_READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, weights.READ)}
+_READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, *weights.READS)}
 _DPKG = ["dpkg-query", "-W", f"-f={apt.FORMAT}", "--"]
 
 

@@ -35,9 +35,13 @@ parent=$dest
 while [ ! -d "$parent" ]; do case $parent in */*) parent=${parent%/*}; parent=${parent:-/} ;; *) parent=. ;; esac; done
 df -B1 --output=avail,size "$parent"
 """
-_PROBE = _HEAD + '[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"\n' + _TAIL
+_CAT = '[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"\n'
+_PROBE = _HEAD + _CAT + _TAIL
+# Where the facts already say how much room there is (/dev/shm: their one df), the probe runs no df.
+_PROBE_KNOWN = _HEAD + _CAT
 #: In the batch, the manifest is read by one process with the venvs' (engine/passes.py).
-READ = FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n")
+READS = (FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n"),
+         FileRead(_PROBE_KNOWN, _HEAD, 1, ".gpunode-manifest", "@@section manifest\n"))
 
 
 def _c_sorted(lines: list[str]) -> list[str]:
@@ -74,6 +78,8 @@ class StagedWeights(Step):
     + verify: "" (sizes, always) or "sha256" (checksums while copying)
     + reserve_bytes: memory the servers need beside the weights, for the preflight
     + memory: (bytes, what) the weights and the servers share (facts' System.memory_bound), or None
+    + space: (free, size) in bytes of the file system `dest` goes to, when the facts know it (their
+      /dev/shm); None: the probe asks df
     """
 
     source: str
@@ -81,6 +87,7 @@ class StagedWeights(Step):
     verify: str = ""
     reserve_bytes: int = 0
     memory: tuple[int, str] | None = None
+    space: tuple[int, int] | None = None
     script: str = STAGE_SCRIPT
     on_progress: Progress | None = field(default=None, repr=False, compare=False)
     on_line: Line | None = field(default=None, repr=False, compare=False)  # the script's other lines (-v)
@@ -90,7 +97,7 @@ class StagedWeights(Step):
         return f"weights:{self.dest}"
 
     def probe(self) -> list[str]:
-        return shell.sh(_PROBE, self.source, self.dest)
+        return shell.sh(_PROBE if self.space is None else _PROBE_KNOWN, self.source, self.dest)
 
     def check(self, probe: Probe) -> Outcome:
         s = _sections(probe.output)
@@ -119,8 +126,11 @@ class StagedWeights(Step):
         return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}{resume}")
 
     def _preflight(self, s: dict[str, list[str]], total: int, need: int) -> None:
-        space = (s.get("space") or ["0 0"])[-1].split()  # df's last line: its first is the header
-        avail, size = int(space[0]), int(space[1])
+        if self.space is not None:
+            avail, size = self.space
+        else:
+            space = (s.get("space") or ["0 0"])[-1].split()  # df's last line: its first is the header
+            avail, size = int(space[0]), int(space[1])
         if need > avail:
             raise StepError(
                 f"{self.dest} has {human(avail)} free of {human(size)}, but the model needs {human(need)} more "

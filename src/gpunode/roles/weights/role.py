@@ -24,6 +24,14 @@ def staged_path(ctx: RoleContext) -> str:
     return staged_path_for(ctx.vars)
 
 
+def shm_space(ctx: RoleContext) -> tuple[int, int] | None:
+    """(free, size) of /dev/shm from the facts, when the staged copy goes straight into it."""
+    s = ctx.facts.system
+    if posixpath.dirname(staged_path(ctx)) != "/dev/shm" or not s.shm_size_bytes:
+        return None
+    return s.shm_free_bytes, s.shm_size_bytes
+
+
 def script_text() -> str:
     return (files("gpunode") / "templates" / "weights" / "stage-weights.sh").read_text()
 
@@ -36,5 +44,5 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                    verify=ctx.vars["weights_verify"], on_progress=ctx.progress_for("weights", "bytes"),
                                    on_line=ctx.output,
                                    reserve_bytes=int(ctx.vars["weights_server_reserve_bytes"]) * servers,
-                                   memory=ctx.facts.system.memory_bound()))
+                                   memory=ctx.facts.system.memory_bound(), space=shm_space(ctx)))
     return [RolePlan("weights", steps)]
