@@ -134,6 +134,12 @@ def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = 
         planner, transport = pair
         return begin(transport, planner.prelude, check=check, diff=diff, emit=safe_emit, owner=owner)
 
+    if len(pairs) == 1:
+        # One target: no worker thread to start and hand over to (the usual no-op of one node).
+        begun_one = open_one(pairs[0])
+        if on_plan is not None and pairs[0][0].plan is not None:
+            on_plan(pairs[0][0])
+        return [finish(begun_one)]
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs)))) as pool:
         futures = [pool.submit(open_one, pair) for pair in pairs]
         begun: list[Begun] = []
