@@ -8,7 +8,8 @@ the one before left.
    and no lock manifest marks the venv as finished;
 2. the re-run converges from there (the orphaned uv of the cut run still holds uv's own lock
    on the venv, so the re-run waits for it): both servers and the router answer completions;
-3. a second run changes nothing and restarts nothing, in two round trips;
+3. a second run changes nothing and restarts nothing, in one round trip that starts one program
+   of each kind in the container;
 4. the router's policy changed in the inventory: only the router restarts;
 5. a server launch argument changed: both servers restart, the router does not;
 6. the CLI is killed right after a server's unit file changed: the re-run fires the restart
@@ -26,10 +27,14 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 
 import pytest
 
+from gpunode import inventory as inventory_file
+from gpunode import pipeline, roles
 from gpunode.lab import paths
+from gpunode.transport import PctTransport
 from tests.lab.provision_helpers import (
     INV,
     REPO,
@@ -52,6 +57,7 @@ from tests.lab.provision_helpers import (
     stray_temp_files,
     units,
 )
+from tests.lab.test_noop_processes import Traced, started
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -149,6 +155,28 @@ def test_3_a_second_run_changes_nothing_and_restarts_nothing(box, inventory, pla
     assert restarted(before, after) == set()
     print(f"\nno-op re-run: {run.seconds:.2f} s wall (CLI start included), "
           f"{run.target['duration']:.2f} s on the target, {run.target['round_trips']} round trips")
+
+
+# What a full provision's no-op starts in the container, one of each kind: the pct exec's env and
+# the lock shell's sh and flock; facts: one df (/dev/shm and where venvs go), one stat of every
+# cached fact's source files, one find of the model folder, one cat of the cached facts; the
+# batch: bash for the health requests, one stat of every managed path, one sha256sum, one grep of
+# the manifests, one find of the model and its staged copy (the room in /dev/shm comes from the
+# facts' df); dd, which sends the batch's answer in one piece. No python, no systemctl, no
+# dpkg-query (their answers are reused while nothing they depend on changed).
+FULL_NOOP = Counter({"env": 1, "sh": 1, "flock": 1, "df": 1, "stat": 2, "find": 2, "cat": 1, "bash": 1,
+                     "sha256sum": 1, "grep": 1, "dd": 1})
+
+
+def test_3b_the_noop_round_trip_starts_one_program_of_each_kind_in_the_container(box, inventory, tmp_path):
+    target = inventory_file.load(inventory).target("lab", VMID, defaults=roles.defaults())
+    traced = Traced(tmp_path / "execve.log")
+    transport = PctTransport(traced, VMID, pct=str(paths.PCT), host_name="lab")
+    recap = pipeline.provision_live([(pipeline.Planner(target), transport)], emit=lambda _: None)[0]
+    assert (recap.changed, recap.failed, recap.round_trips) == (0, 0, 1), recap.error
+    progs = started(traced.log)
+    kinds = Counter(p.split(" ", 1)[0].rsplit("/", 1)[-1] for p in progs)
+    assert kinds == FULL_NOOP, "\n  ".join(progs)
 
 
 def test_4_a_router_argument_change_restarts_only_the_router(box, inventory, plan):
