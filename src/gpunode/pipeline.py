@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,13 +134,9 @@ def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = 
         planner, transport = pair
         return begin(transport, planner.prelude, check=check, diff=diff, emit=safe_emit, owner=owner)
 
-    if len(pairs) == 1:
-        # One target: no worker thread to start and hand over to (the usual no-op of one node).
-        begun_one = open_one(pairs[0])
-        if on_plan is not None and pairs[0][0].plan is not None:
-            on_plan(pairs[0][0])
-        return [finish(begun_one)]
-    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs)))) as pool:
+    # One target (the usual no-op of one node) needs no worker thread to start and hand over to.
+    pool: Executor = ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs)))) if len(pairs) > 1 else _Here()
+    with pool:
         futures = [pool.submit(open_one, pair) for pair in pairs]
         begun: list[Begun] = []
         failure: BaseException | None = None
@@ -159,6 +155,18 @@ def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = 
                 if planner.plan is not None:
                     on_plan(planner)
         return list(pool.map(finish, begun))
+
+
+class _Here(Executor):
+    """An executor that runs each call at once, in the calling thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - the future carries it, as a worker's would
+            future.set_exception(exc)
+        return future
 
 
 def prepare(target: Target, transport: Transport, *, only: str | None = None,
