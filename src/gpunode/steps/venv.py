@@ -235,7 +235,7 @@ _RESUME = "re-run after fixing the cause; the install resumes and only the lock 
 
 def _merged(argv: list[str]) -> list[str]:
     """uv writes its lines to stderr, pip to stdout: one stream, read as it comes."""
-    return ["sh", "-c", 'exec "$@" 2>&1', "sh", *argv]
+    return shell.sh('exec "$@" 2>&1', *argv)
 
 
 def _spec_delta(old: dict, new: dict) -> str:
