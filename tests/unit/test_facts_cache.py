@@ -154,5 +154,41 @@ def test_the_real_probe_groups_the_slow_sections():
         assert name not in grouped
     nvidia = next(s.cached for s in _snippets() if s.name == "nvidia_query")
     assert nvidia is not None and "/dev/nvidia*" in nvidia.paths and "gn_nvrm" in nvidia.fresh
-    assert "/proc/driver/nvidia/version" in nvidia.setup
+    assert any("/proc/driver/nvidia/version" in piece for piece in nvidia.setup)
     assert cache.EMIT.count("cat ") == 1  # every stored group in one process
+
+
+def test_lib_folders_are_read_once_each_and_only_the_driver_libraries_count(tmp_path):
+    """The driver's libraries are found with one glob per folder, a folder that is a link to one
+    already listed (/lib -> usr/lib) is not read again, and a change to a library that only the wide
+    glob finds (libcudart) reuses the stored section where a change to libcuda reads it again."""
+    from gpunode.facts.cuda import lib_scan
+
+    real, other = tmp_path / "real", tmp_path / "other"
+    real.mkdir(), other.mkdir()
+    (tmp_path / "alias").symlink_to(real)
+    for name in ("libcuda.so.1", "libnvidia-ml.so.1", "libnuma.so.1", "libcudart.so.12", "libfoo.so.1"):
+        (real / name).write_text("1\n")
+    (other / "libnuma.so.1").write_text("1\n")
+    dirs = tuple(str(tmp_path / d) for d in ("real", "alias", "other", "missing"))
+
+    scanned = subprocess.run(["sh", "-c", lib_scan(dirs) + '\nprintf "%s\\n" $gn_libs'], capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert sorted(scanned) == sorted([*(str(real / n) for n in ("libcuda.so.1", "libcudart.so.12",
+                                                                "libnuma.so.1", "libnvidia-ml.so.1")),
+                                      str(other / "libnuma.so.1")])
+
+    log, state = tmp_path / "ran.log", tmp_path / "state"
+    state.mkdir()
+    patterns = tuple(f'"{d}"/{n}' for d in dirs for n in ("libcuda.so*", "libnvidia-ml.so*", "libnuma.so*"))
+    group = Group("libs", patterns, setup=(lib_scan(dirs),), scan=("$gn_libs",))
+    chosen = [Snippet("libs", f'echo ran >> "{log}"', cached=group)]
+    probe(chosen, "N1", state, write=True)
+    probe(chosen, "N2", state, write=True)
+    assert runs(log) == 1
+    (real / "libcudart.so.12").write_text("2, longer\n")
+    probe(chosen, "N3", state, write=True)
+    assert runs(log) == 1
+    (tmp_path / "alias" / "libcuda.so.1").write_text("2, longer\n")
+    probe(chosen, "N4", state, write=True)
+    assert runs(log) == 2

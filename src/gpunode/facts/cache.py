@@ -40,8 +40,12 @@ class Group:
     name: str
     #: shell words of the files (globs allowed; each is also a case pattern for its stat line)
     paths: tuple[str, ...]
-    #: shell text run before the stat (its variables are seen by `paths` and `fresh`)
-    setup: str = ""
+    #: pieces of shell text run before the stat (their variables are seen by `paths`, `scan` and
+    #: `fresh`); a piece that several groups share runs once
+    setup: tuple[str, ...] = ()
+    #: shell words stat is given instead of `paths`, where fewer, wider globs find the same files
+    #: (each glob reads its whole folder); `paths` still pick this group's lines out of stat's answer
+    scan: tuple[str, ...] = ()
     #: shell words of values read fresh on every run that belong in the signature
     fresh: str = ""
 
@@ -59,9 +63,10 @@ def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[st
     """(signature text, {group: its sections wrapped in the reuse-or-run-and-store shell}).
     bodies: each group's section blocks as the probe would run them."""
     # Once each: groups share words (the driver's libraries), and each glob reads its whole folder.
-    words = " ".join(dict.fromkeys(w for g in groups for w in g.paths))
+    words = " ".join(dict.fromkeys(w for g in groups for w in (g.scan or g.paths)))
+    setups = dict.fromkeys(piece.strip() for g in groups for piece in g.setup)
     sig = ["gn_ok=", *(f"gn_sig_{g.name}={_digest(g, bodies[g.name])}" for g in groups),
-           'if [ -n "$GN_CACHE" ]; then', *(g.setup.strip() for g in groups if g.setup),
+           'if [ -n "$GN_CACHE" ]; then', *setups,
            f"set -- {words}",
            f"gn_stat=$({_STAT})",
            "set -f; IFS=$gn_nl",
