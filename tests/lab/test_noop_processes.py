@@ -157,7 +157,7 @@ def test_an_exited_oneshot_is_reused_until_it_is_stopped(fresh):
     ct(f"{oneshot('/bin/true')} && systemctl enable -q --now {unit} && mkdir -p {state}")
     first = probe()
     assert "SubState=exited" in first and "UnitFileState=enabled" in first, first
-    assert ct(f"cat {state}/reuse-unit-{unit}.out") == first
+    assert f"gn_out_1='{first}'" in ct(f"cat {state}/reuse-units-{reuse.key([unit])}")
     # Reused: with no systemctl on PATH the next probe still gives the same answer.
     assert probe(path="/nonexistent") == first
     ct(f"systemctl stop {unit}")
@@ -165,3 +165,33 @@ def test_an_exited_oneshot_is_reused_until_it_is_stopped(fresh):
     assert "ActiveState=inactive" in after, after
     ct(f"{oneshot('/bin/false')} && {{ systemctl start {unit} || true; }}")
     assert "ActiveState=failed" in probe()
+
+
+def test_a_damaged_store_of_unit_answers_is_asked_again_and_written_whole(fresh):
+    """The units' stored answers are sourced as shell text. Cut short, they are not trusted: a cut
+    inside a quote is a syntax error that leaves the probe running, a cut after the signature leaves
+    no answer to reuse; either way systemd is asked (here: not on PATH, so the answer differs) and
+    the next applying probe writes the store whole again."""
+    plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
+    assert run_target(plain, [role({})]).succeeded
+    unit, state = DEFAULTS["demo_unit"], "/var/lib/gpunode-test"
+    store = f"{state}/reuse-units-{reuse.key([unit])}"
+
+    def ct(script: str) -> str:
+        return plain.run(["sh", "-c", script], check=True).stdout
+
+    def probe(path: str = "/usr/sbin:/usr/bin:/sbin:/bin") -> str:
+        _sh, *rest = reuse.units([unit])
+        # Not checked: without systemctl on PATH, a unit that is asked fails the probe (127).
+        return plain.run(["env", f"PATH={path}", f"GN_STATE={state}", "GN_EXCLUSIVE=1", "/bin/sh", *rest]).stdout
+
+    ct(f"mkdir -p {state}")
+    first = probe()
+    assert "SubState=running" in first, first
+    whole = ct(f"cat {store}")
+    assert probe(path="/nonexistent") == first  # reused
+    for cut in (whole.index("gn_out_1=") + len("gn_out_1='LoadState"), whole.index(" gn_out_1=")):
+        ct(f"head -c {cut} {store} > {store}.cut && mv {store}.cut {store}")
+        assert "systemctl: not found" in probe(path="/nonexistent"), whole[:cut]
+        assert probe() == first
+        assert ct(f"cat {store}") == whole

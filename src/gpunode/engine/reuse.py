@@ -22,7 +22,9 @@ tells an exited oneshot that was stopped from one still active), which `*.wants`
 links name it (enable, disable), and which of its unit file paths exist and are symlinks (mask).
 Neither PIDs nor the link: no reuse. A unit with a drop-in folder is always asked. What the
 signature misses: a stop that is still in progress (ActiveState=deactivating with the old PIDs
-alive) reads as running until the next run.
+alive) reads as running until the next run. The answers of one list of units are stored together,
+as shell assignments that the next run sources in one read, and rewritten only when a unit was
+asked.
 """
 
 from __future__ import annotations
@@ -61,10 +63,24 @@ fi
 """)
 
 _SHOW = "systemctl show " + " ".join(f"-p{p}" for p in systemd.PROPERTIES) + ' -- "$@"'
+_WANTS = " ".join(f"{c}/*.wants/* {c}/*.requires/*" for c in _UNIT_DIRS[:2])
 
 # Per unit: its signature (empty: ask systemd), then its stored block or a place in ONE
 # systemctl show of every unit that is asked; the blocks come out in the order of "$@".
-UNITS = inline.mark(_PRINT + """gn_c="$GN_STATE/reuse-unit-"
+# $1 names the store (reuse-units-<key>: one per list of units), sourced in one read: a line
+# `gn_old_<i>='<signature>' gn_out_<i>='<block>'` for each unit of the list (empty where none is
+# stored). Line by line with `read`, the store cost dash one read(2) per byte.
+UNITS = inline.mark("""gn_c="$GN_STATE/reuse-units-$1"; shift
+gn_nl='
+'
+# Enable and require links, listed once: a glob per unit went through these folders each time.
+# A name no unit can have (systemd ignores such a link) is left out: no word below is split or globbed.
+gn_links=
+for gn_f in """ + _WANTS + """; do
+  case $gn_f in *[!A-Za-z0-9:_.@/\\\\-]*) continue;; esac
+  if [ -L "$gn_f" ]; then gn_links="$gn_links L$gn_f"; elif [ -e "$gn_f" ]; then gn_links="$gn_links $gn_f"; fi
+done
+[ -z "$GN_STATE" ] || command . "$gn_c" 2>/dev/null
 gn_i=0 gn_miss=
 for gn_u; do
   gn_i=$((gn_i + 1)) gn_p=
@@ -77,14 +93,13 @@ for gn_u; do
   for gn_f in """ + " ".join(f"{c}/$gn_u.d" for c in _DROPIN_DIRS) + """; do
     [ ! -e "$gn_f" ] || gn_p=
   done
-  [ -z "$gn_p" ] || for gn_f in """ + " ".join(f"{c}/$gn_u" for c in _UNIT_DIRS) + " " + " ".join(
-    f"{c}/*.wants/$gn_u {c}/*.requires/$gn_u" for c in _UNIT_DIRS[:2]) + """; do
+  [ -z "$gn_p" ] || for gn_f in """ + " ".join(f"{c}/$gn_u" for c in _UNIT_DIRS) + """; do
     if [ -L "$gn_f" ]; then gn_p="$gn_p L$gn_f"; elif [ -e "$gn_f" ]; then gn_p="$gn_p $gn_f"; fi
-  done;; esac
-  eval "gn_sig_$gn_i=\\$gn_p gn_hit_$gn_i="
-  gn_old=
-  [ -z "$gn_p" ] || [ -z "$GN_STATE" ] || [ ! -s "$gn_c$gn_u.out" ] || IFS= read -r gn_old < "$gn_c$gn_u.sig" || gn_old=
-  if [ -n "$gn_p" ] && [ "$gn_old" = "$gn_p" ]; then eval "gn_hit_$gn_i=1"; else gn_miss="$gn_miss $gn_u"; fi
+  done
+  [ -z "$gn_p" ] || for gn_f in $gn_links; do case $gn_f in */"$gn_u") gn_p="$gn_p $gn_f";; esac; done;; esac
+  eval "gn_old=\\${gn_old_$gn_i-} gn_out=\\${gn_out_$gn_i-}; gn_old_$gn_i= gn_out_$gn_i= gn_sig_$gn_i=\\$gn_p"
+  if [ -n "$gn_p" ] && [ "$gn_old" = "$gn_p" ] && [ -n "$gn_out" ]; then eval "gn_hit_$gn_i=\\$gn_out"
+  else eval "gn_hit_$gn_i="; gn_miss="$gn_miss $gn_u"; fi
 done
 gn_k=0 gn_rc=0
 if [ -n "$gn_miss" ]; then
@@ -99,31 +114,36 @@ GN_EOF
   [ -z "$gn_b" ] || { gn_k=$((gn_k + 1)); eval "gn_blk_$gn_k=\\$gn_b"; }
 fi
 if [ "$gn_rc" != 0 ]; then printf '%s\\n' "$gn_o"; (exit "$gn_rc"); else
-gn_i=0 gn_j=0
+gn_i=0 gn_j=0 gn_store=
 for gn_u; do
   gn_i=$((gn_i + 1))
   [ "$gn_i" = 1 ] || echo
-  eval "gn_hit=\\$gn_hit_$gn_i gn_p=\\$gn_sig_$gn_i"
-  if [ -n "$gn_hit" ]; then gn_print "$gn_c$gn_u.out"; continue; fi
-  gn_j=$((gn_j + 1)); eval "gn_b=\\${gn_blk_$gn_j:-}"
-  printf '%s' "$gn_b"
-  [ -n "$gn_p" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ] || continue
-  # Stored only when the unit answered exactly "loaded, enabled, active, running" (or exited).
-  gn_n=0
-  while IFS= read -r gn_l; do
-    case $gn_l in
-      LoadState=loaded|UnitFileState=enabled|ActiveState=active|NeedDaemonReload=no|SubState=running|SubState=exited)
-        gn_n=$((gn_n + 1));;
-      '') ;;
-      *) gn_n=-99;;
-    esac
-  done <<GN_EOF
+  eval "gn_b=\\$gn_hit_$gn_i gn_p=\\$gn_sig_$gn_i"
+  if [ -z "$gn_b" ]; then
+    gn_j=$((gn_j + 1)); eval "gn_b=\\${gn_blk_$gn_j:-}"
+    # Stored only when the unit answered exactly "loaded, enabled, active, running" (or exited).
+    gn_n=0
+    while IFS= read -r gn_l; do
+      case $gn_l in
+        LoadState=loaded|UnitFileState=enabled|ActiveState=active|NeedDaemonReload=no|SubState=running|SubState=exited)
+          gn_n=$((gn_n + 1));;
+        '') ;;
+        *) gn_n=-99;;
+      esac
+    done <<GN_EOF
 $gn_b
 GN_EOF
-  [ "$gn_n" = """ + str(len(systemd.PROPERTIES)) + """ ] || continue
-  : 2>/dev/null > "$gn_c$gn_u.out" && printf '%s\\n' "$gn_p" > "$gn_c$gn_u.sig" &&
-    printf '%s' "$gn_b" > "$gn_c$gn_u.out"
+    printf '%s' "$gn_b"
+    [ "$gn_n" = """ + str(len(systemd.PROPERTIES)) + """ ] || gn_p=
+  else printf '%s' "$gn_b"; fi
+  # A signature is made of PIDs, unit names and the folders above; a quote would end its word.
+  case $gn_p in *\\'*) gn_p=;; esac
+  [ -z "$gn_p" ] || gn_store="${gn_store}gn_old_$gn_i='$gn_p' gn_out_$gn_i='$gn_b'$gn_nl"
 done
+# Written only when something was asked (all reused: the store holds this already), in one write.
+if [ -n "$gn_miss" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ]; then
+  printf '%s' "$gn_store" 2>/dev/null > "$gn_c"
+fi
 # systemctl's blocks did not match the units asked: the parser then sends each to its own probe.
 [ "$gn_j" = "$gn_k" ] || printf '\\n%s\\n' "gpunode: systemctl show answered $gn_k units, not $gn_j"
 fi
@@ -143,4 +163,4 @@ def packages(argv: Sequence[str]) -> list[str]:
 
 def units(names: Sequence[str]) -> list[str]:
     """One `systemctl show` of these units as the reusing shell."""
-    return ["sh", "-c", UNITS, "sh", *names]
+    return ["sh", "-c", UNITS, "sh", key(names), *names]
