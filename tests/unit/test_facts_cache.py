@@ -192,3 +192,28 @@ def test_lib_folders_are_read_once_each_and_only_the_driver_libraries_count(tmp_
     (tmp_path / "alias" / "libcuda.so.1").write_text("2, longer\n")
     probe(chosen, "N4", state, write=True)
     assert runs(log) == 2
+
+
+def test_a_signature_holding_a_quote_is_never_stored_and_its_section_is_read_every_run(tmp_path):
+    """Signatures are stored as shell text (gn_old='...'); one that holds a quote (a file name) is
+    not stored at all, rather than escaped: its section is read afresh on every run."""
+    import shlex
+
+    src, log, state = tmp_path / "it's.txt", tmp_path / "ran.log", tmp_path / "state"
+    src.write_text("version 1\n")
+    state.mkdir()
+    chosen = [Snippet("slow", f'echo ran >> "{log}"; cat {shlex.quote(str(src))}',
+                      cached=Group("demo", (shlex.quote(str(src)),)))]
+    assert [probe(chosen, f"N{i}", state, write=True)["slow"] for i in (1, 2)] == ["version 1\n"] * 2
+    assert runs(log) == 2 and not (state / "facts-demo.sig").exists()
+
+
+def test_a_signature_cut_short_reads_the_section_again_and_stores_it_whole(setup):
+    src, log, state, chosen = setup
+    probe(chosen, "N1", state, write=True)
+    sig = state / "facts-demo.sig"
+    whole = sig.read_text()
+    sig.write_text(whole[:len(whole) // 2])  # inside its quote: a syntax error for `.`
+    assert probe(chosen, "N2", state, write=True)["slow"] == "version 1\n" and runs(log) == 2
+    assert sig.read_text() == whole
+    assert probe(chosen, "N3", state, write=True)["slow"] == "version 1\n" and runs(log) == 2
