@@ -11,6 +11,7 @@ import pytest
 
 from gpunode import shell
 from gpunode.engine import inline, journal, passes, probe, reuse
+from gpunode.steps import weights
 
 SCRIPTS = sorted(inline.SAFE)
 _ONE_LINE_FUNCTION = re.compile(r"gn_\w+\(\) \{[^\n]*\}")
@@ -72,6 +73,8 @@ def _cases(tmp_path):
         reuse.packages(["dpkg-query", "-W", "-f=x", "--", "dpkg", "no-such-package-gpunode"]),
         reuse.units(["no-such-unit-gpunode.service"]),
         journal.pending_probe(str(state)),
+        ["sh", "-c", weights.READS[1].without, "sh", str(tmp_path), str(tmp_path / "missing")],
+        ["sh", "-c", weights.READS[0].without, "sh", str(tmp_path / "missing"), str(tmp_path / "a/b")],
     ], state
 
 

@@ -41,6 +41,9 @@ for gn_f; do if [ -f "$gn_f" ]; then set -- "$@" "$gn_f"; fi; done
 shift "$gn_n"
 [ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :""")
 _READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, *weights.READS)}
+for _r in _READS.values():
+    if _r.inline:
+        inline.mark(_r.without)
 _DPKG = ["dpkg-query", "-W", f"-f={apt.FORMAT}", "--"]
 
 

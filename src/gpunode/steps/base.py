@@ -55,6 +55,9 @@ class FileRead:
     arg: int
     name: str
     after: str
+    #: `without` leaves the shell as it found it (engine/inline.py): the batch runs it as a function
+    #: call, not a subshell
+    inline: bool = False
 
 
 @dataclass(frozen=True)

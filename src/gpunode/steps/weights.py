@@ -19,29 +19,32 @@ from gpunode.transport.base import Transport
 STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 
 # One find over the source and the staged copy (each line starts with its folder, %H), sorted
-# here; the rest is the shell's own work but the manifest's cat and df (the probe runs as a
-# subshell of the batch, engine/probe.py): no sort, tail or dirname. The memory bound comes from the
-# facts (System.memory_bound), read in the same round trip.
+# here; the rest is the shell's own work but the manifest's cat and df: no sort, tail or dirname,
+# and only gn_* variables, so that the batch runs it as a function call (FileRead.inline). The
+# memory bound comes from the facts (System.memory_bound), read in the same round trip.
 _HEAD = r"""
-src=$1; dest=$2
+gn_src=$1 gn_dest=$2
 echo "@@section found"
-if [ ! -d "$src" ]; then echo "@@missing"
-elif [ -d "$dest" ]; then find -H "$src" "$dest" -type f -printf '%H\t%P\t%s\t%T@\n'
-else find -H "$src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
+if [ ! -d "$gn_src" ]; then echo "@@missing"
+elif [ -d "$gn_dest" ]; then find -H "$gn_src" "$gn_dest" -type f -printf '%H\t%P\t%s\t%T@\n'
+else find -H "$gn_src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
 echo "@@section manifest"
 """
 _TAIL = r"""echo "@@section space"
-parent=$dest
-while [ ! -d "$parent" ]; do case $parent in */*) parent=${parent%/*}; parent=${parent:-/} ;; *) parent=. ;; esac; done
-df -B1 --output=avail,size "$parent"
+gn_parent=$gn_dest
+while [ ! -d "$gn_parent" ]; do
+  case $gn_parent in */*) gn_parent=${gn_parent%/*}; gn_parent=${gn_parent:-/} ;; *) gn_parent=. ;; esac
+done
+df -B1 --output=avail,size "$gn_parent"
 """
-_CAT = '[ ! -f "$dest/.gpunode-manifest" ] || cat "$dest/.gpunode-manifest"\n'
+_CAT = '[ ! -f "$gn_dest/.gpunode-manifest" ] || cat "$gn_dest/.gpunode-manifest"\n'
 _PROBE = _HEAD + _CAT + _TAIL
 # Where the facts already say how much room there is (/dev/shm: their one df), the probe runs no df.
 _PROBE_KNOWN = _HEAD + _CAT
-#: In the batch, the manifest is read by one process with the venvs' (engine/passes.py).
-READS = (FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n"),
-         FileRead(_PROBE_KNOWN, _HEAD, 1, ".gpunode-manifest", "@@section manifest\n"))
+#: In the batch, the manifest is read by one process with the venvs' (engine/passes.py), and what
+#: is left runs in the batch's own shell, as a function call: no fork (engine/inline.py).
+READS = (FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n", inline=True),
+         FileRead(_PROBE_KNOWN, _HEAD, 1, ".gpunode-manifest", "@@section manifest\n", inline=True))
 
 
 def _c_sorted(lines: list[str]) -> list[str]:
