@@ -41,7 +41,10 @@ N=$1; GN_MODEL=$2; GN_VENV=$3; GN_VENV_ROOT=$4; GN_CACHE=${5:-}; GN_WRITE=${6:-}
 export LC_ALL=C
 gn_nl='
 '
-PATH=$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Each folder once: the probe walks PATH for python3.8 ... python3.15, nvidia-smi and nvcc.
+for gn_d in /usr/local/sbin /usr/local/bin /usr/sbin /usr/bin /sbin /bin; do
+  case :$PATH: in *:"$gn_d":*) ;; *) PATH=${PATH:+$PATH:}$gn_d;; esac
+done
 sec() { printf '@@gpunode:%s:section %s\n' "$N" "$1"; }
 end() { printf '\n@@gpunode:%s:rc %s\n' "$N" "$1"; }
 # A wedged GPU can hang nvidia-smi for minutes; bound every driver call.
