@@ -201,6 +201,17 @@ def group_rows(ssh: SshTransport, host, pct_s: float, repeat: int) -> list[str]:
     return fan_out_rows(len(cts), pct_s, bare, one, many, recaps) + [bare_row(len(cts), bare, bare_many)]
 
 
+def cpu_row(ssh: SshTransport, trip, full, repeat: int) -> str:
+    """The CPU a full no-op costs against one bare round trip: unlike wall time, CPU time hardly moves
+    with what else runs on the shared cores, so this ratio shows a change that the noise hides."""
+    session = sshd_session(ssh)
+    bare, _ = timed_cpu(trip, max(repeat, 11), session)
+    run, _ = timed_cpu(full, repeat, session)
+    return (f"  full no-op CPU: {ms(run.cpu)} ({ms(run.here)} here, {ms(run.host)} sshd, pct and the container's "
+            f"programs) against {ms(bare.cpu)} for one bare round trip: {run.cpu / bare.cpu:4.2f}x (not counted: "
+            "what the servers spend answering the health checks)")
+
+
 def bare_trips(cts: list[PctTransport]) -> None:
     """`pct exec <vmid> -- true` on every container at once, over the one SSH connection."""
     with ThreadPoolExecutor(max_workers=len(cts)) as pool:
@@ -280,11 +291,13 @@ def main() -> None:
                 prov, (recap, calls) = paired_time(full, trip, args.repeat)
                 rows.append(("full provision no-op re-run (facts + all roles)", prov,
                              recap.ok + recap.changed, recap.changed, calls, GOALS["full"]))
+                notes.append(cpu_row(ssh, trip, full, args.repeat))
         extra = group_rows(ssh, h, pct_s, args.repeat) if args.group else []
     finally:
         ssh.close()
 
-    print(*notes, sep="\n") if notes else None
+    skipped = [n for n in notes if n.startswith("(")]
+    print(*skipped, sep="\n") if skipped else None
     print(f"target {ct.name}, over one SSH connection; medians of {args.repeat} runs, each paired with a round trip "
           "of its own (the ratio's divisor, in brackets)")
     print(f"  one `pct exec {args.ct} -- true` round trip, back to back {pct_s * 1000:8.1f} ms")
@@ -294,6 +307,7 @@ def main() -> None:
         print(f"  {name:<53} {paired.run * 1000:8.1f} ms  ({steps} steps, {changed} changed, {calls} pct calls)  "
               f"ratio {ratio:4.2f}x [{paired.trip * 1000:.1f} ms] {goal(ratio, limit)}; "
               f"pair by pair, middle half {low:4.2f}-{high:4.2f}x")
+    print(*[n for n in notes if not n.startswith("(")], sep="\n") if len(notes) > len(skipped) else None
     print(*extra, sep="\n") if extra else None
     print(*cli_rows(args), sep="\n")
 
