@@ -16,7 +16,9 @@ after 100 ms idle slowest), so a round trip timed apart from the runs it divides
 move the ratio more than most changes do. The ratios say how many pct round trips a no-op
 re-run costs (Ansible's tuned no-op re-run of a comparable play: 785 pct calls,
 150 s, see the lab facts). "pct calls" counts every command through the
-container's transport (a pct exec or a pct push each), facts included.
+container's transport (a pct exec or a pct push each), facts included. The full no-op's CPU
+(this process, plus sshd, pct and the container's programs, from the sshd session's reaped
+children) against one bare round trip's is printed too: it moves far less with the noise.
 
 --group makes 8 small containers (GROUP_VMIDS) from the lab's base rootfs, applies the
 demo role to each, then times the demo no-op on one and on all 8 at once (forks 8, one
