@@ -233,3 +233,27 @@ def test_the_weights_role_takes_the_room_in_dev_shm_from_the_facts_and_asks_df_e
     assert staged().space == (40 << 30, 64 << 30) and "df " not in staged().probe()[2]
     elsewhere = staged(weights_dest_root="/var/cache/models")
     assert elsewhere.space is None and "df -B1" in elsewhere.probe()[2]
+
+
+def test_a_hugging_face_cache_snapshot_of_links_to_blobs_is_staged_as_files(tmp_path):
+    """huggingface_hub's cache keeps each file once in blobs/ and makes snapshots/<revision>/ of
+    relative links to them (https://huggingface.co/docs/huggingface_hub/guides/manage-cache): a
+    model_source there is staged as the files the links point to, and the re-run is a no-op."""
+    t = LocalTransport()
+    repo = tmp_path / "hub" / "models--Qwen--Qwen3-8B"
+    snapshot = repo / "snapshots" / "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
+    (repo / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    files = {"config.json": b'{"architectures": ["Qwen3ForCausalLM"]}',
+             "model.safetensors": os.urandom(5_000_000)}
+    for i, (name, data) in enumerate(files.items()):
+        (repo / "blobs" / f"blob{i}").write_bytes(data)
+        (snapshot / name).symlink_to(f"../../blobs/blob{i}")
+    dest = tmp_path / "shm" / "m"
+    step = StagedWeights(source=str(snapshot), dest=str(dest), script=SCRIPT)
+    first = _check(step, t)
+    assert isinstance(first, Change) and first.summary.startswith("stage 2 files"), first
+    step.apply(t)
+    for name, data in files.items():
+        assert not (dest / name).is_symlink() and (dest / name).read_bytes() == data
+    assert isinstance(_check(step, t), NoChange)

@@ -22,12 +22,14 @@ STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 # here; the rest is the shell's own work but the manifest's cat and df: no sort, tail or dirname,
 # and only gn_* variables, so that the batch runs it as a function call (FileRead.inline). The
 # memory bound comes from the facts (System.memory_bound), read in the same round trip.
+# -L: links in the source are the files they point to, as the facts' listing and the servers see
+# them (a Hugging Face cache snapshot is a folder of links into blobs/); the copy holds files.
 _HEAD = r"""
 gn_src=$1 gn_dest=$2
 echo "@@section found"
 if [ ! -d "$gn_src" ]; then echo "@@missing"
-elif [ -d "$gn_dest" ]; then find -H "$gn_src" "$gn_dest" -type f -printf '%H\t%P\t%s\t%T@\n'
-else find -H "$gn_src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
+elif [ -d "$gn_dest" ]; then find -L "$gn_src" "$gn_dest" -type f -printf '%H\t%P\t%s\t%T@\n'
+else find -L "$gn_src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
 echo "@@section manifest"
 """
 _TAIL = r"""echo "@@section space"

@@ -19,7 +19,8 @@ tab=$(printf '\t')
 
 [ -d "$src" ] || { echo "stage-weights: source $src is not a folder" >&2; exit 2; }
 mkdir -p "$dest"
-listing=$(cd "$src" && find . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n' | LC_ALL=C sort)
+# -L: a link in the source (a Hugging Face cache snapshot is made of them) is copied as its file.
+listing=$(cd "$src" && find -L . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n' | LC_ALL=C sort)
 total=$(printf '%s\n' "$listing" | awk -F'\t' '{s += $2} END {printf "%d", s}')
 touch "$dest/.gpunode-progress"
 echo "@@total $total"
