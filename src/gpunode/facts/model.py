@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from gpunode.facts import model_size
+from gpunode.facts import model_size, served
 from gpunode.facts.cache import Group
 from gpunode.facts.probe import Snippet
 from gpunode.facts.types import Model
@@ -192,9 +192,13 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
     hf_quant = _json(quant_text)
     quant = quantization(config, hf_quant)
     dtype = str(_get(config, "dtype") or _get(config, "torch_dtype") or "")
-    on_disk = sum(n for p, n in files.items() if p.endswith((".safetensors", ".bin", ".pt", ".gguf")))
+    on_disk = sum(n for p, n in files.items() if p.endswith(served.WEIGHTS))
+    unserved = served.left_out(files, shards if index is not None else None)
     if on_disk:
-        size, size_source = sum(files.values()), "files on disk"
+        size, size_source = sum(n for p, n in files.items() if p not in unserved), "files on disk"
+        if unserved:
+            size_source += f" (leaving out {len(unserved)} other copies of the weights: {', '.join(unserved[:3])}"
+            size_source += " ...)" if len(unserved) > 3 else ")"
     else:  # only a config (and maybe the index): the weights are not there to measure
         size, size_source = model_size.estimate(config, index, quant, dtype, hf_quant)
     return Model(
@@ -212,6 +216,7 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         config_problem=problem,
         shards=shards,
         missing_shards=missing,
+        unserved=unserved,
         mtp_config=mtp_config(config),
         mtp_weights=mtp_weights(names, files, config),
         num_parameters=_num_parameters(index, header),

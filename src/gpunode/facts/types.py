@@ -94,6 +94,7 @@ class Model:
     size_bytes: int = 0
     shards: tuple[str, ...] = ()
     missing_shards: tuple[str, ...] = ()
+    unserved: tuple[str, ...] = ()        # weight files the servers do not load (facts/served.py)
     mtp_config: bool = False
     mtp_weights: bool = False
     num_parameters: int | None = None
