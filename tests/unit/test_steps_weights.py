@@ -257,3 +257,45 @@ def test_a_hugging_face_cache_snapshot_of_links_to_blobs_is_staged_as_files(tmp_
     for name, data in files.items():
         assert not (dest / name).is_symlink() and (dest / name).read_bytes() == data
     assert isinstance(_check(step, t), NoChange)
+
+
+def test_other_copies_of_the_weights_are_not_staged_and_the_boot_unit_leaves_them_out_too(tmp_path):
+    """A whole gpt-oss download holds its weights three times (facts/served.py): only the copy the
+    servers load goes into memory, by the step and by the unit that stages again after a reboot."""
+    from dataclasses import replace
+
+    from gpunode import roles
+    from gpunode.resolve import resolve
+    from gpunode.roles.context import RoleContext
+    from gpunode.roles.servers import role as servers_role
+    from gpunode.roles.weights import role as weights_role
+    from gpunode.steps.files import Template
+    from tests.unit.resolve_facts import field_notes
+
+    t = LocalTransport()
+    src = tmp_path / "gpt-oss-20b"
+    for name, size in (("model-00000-of-00002.safetensors", 3_000_000), ("config.json", 40),
+                       ("metal/model.bin", 2_000_000), ("original/model.safetensors", 2_000_000),
+                       ("original/config.json", 30)):
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_bytes(os.urandom(size))
+    skip = ("metal/model.bin", "original/model.safetensors")
+    dest = tmp_path / "shm" / "gpt-oss-20b"
+    step = StagedWeights(source=str(src), dest=str(dest), script=SCRIPT, skip=skip)
+    first = _check(step, t)
+    assert isinstance(first, Change) and first.summary.startswith("stage 3 files"), first
+    assert first.summary.endswith("2 other copies of the weights left out")
+    step.apply(t)
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if not p.name.startswith(".gpunode")
+                  and p.is_file()) == ["config.json", "model-00000-of-00002.safetensors", "original/config.json"]
+    assert isinstance(_check(step, t), NoChange)
+
+    facts = field_notes()
+    facts = replace(facts, model=replace(facts.model, unserved=skip))
+    v = {**roles.defaults(), "model_source": "/mnt/models/gpt-oss-20b"}
+    ctx = RoleContext(target="kpro6/200", vars=v, facts=facts, plan=resolve(facts, v))
+    [plan] = weights_role.build(ctx)
+    assert next(s for s in plan.steps if isinstance(s, StagedWeights)).skip == skip
+    unit = next(s for p in servers_role.build(ctx) for s in p.steps
+                if isinstance(s, Template) and s.path.endswith("gpunode-stage-weights.service"))
+    assert " -x metal/model.bin -x original/model.safetensors /mnt/models/gpt-oss-20b " in unit.vars["exec_start"]

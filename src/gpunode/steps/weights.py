@@ -49,6 +49,11 @@ READS = (FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section mani
          FileRead(_PROBE_KNOWN, _HEAD, 1, ".gpunode-manifest", "@@section manifest\n", inline=True))
 
 
+def stage_args(source: str, dest: str, skip: tuple[str, ...]) -> list[str]:
+    """stage-weights.sh's arguments but the checksum word: one `-x PATH` per file left out."""
+    return [*(arg for path in skip for arg in ("-x", path)), source, dest]
+
+
 def _c_sorted(lines: list[str]) -> list[str]:
     """In the order of `LC_ALL=C sort` (bytes), as stage-weights.sh writes the manifest."""
     return sorted(lines, key=lambda line: line.encode("utf-8", "surrogateescape"))
@@ -85,6 +90,8 @@ class StagedWeights(Step):
     + memory: (bytes, what) the weights and the servers share (facts' System.memory_bound), or None
     + space: (free, size) in bytes of the file system `dest` goes to, when the facts know it (their
       /dev/shm); None: the probe asks df
+    + skip: files of `source` (relative paths) left out: other copies of the weights that the servers
+      do not load (facts/served.py); the script gets each as `-x PATH`
     """
 
     source: str
@@ -93,6 +100,7 @@ class StagedWeights(Step):
     reserve_bytes: int = 0
     memory: tuple[int, str] | None = None
     space: tuple[int, int] | None = None
+    skip: tuple[str, ...] = ()
     script: str = STAGE_SCRIPT
     on_progress: Progress | None = field(default=None, repr=False, compare=False)
     on_line: Line | None = field(default=None, repr=False, compare=False)  # the script's other lines (-v)
@@ -113,22 +121,24 @@ class StagedWeights(Step):
                             "into the container (a Proxmox mpN: entry)")
         rows = [line.split("\t") for line in found if line.count("\t") == 3]
         # The source's own files (the engine's .gpunode-* bookkeeping left out) as "path, size, mtime".
-        source = _c_sorted(["\t".join(r[1:]) for r in rows
-                            if r[0] == self.source and not r[1].rsplit("/", 1)[-1].startswith(".gpunode-")])
+        skip = set(self.skip)
+        source = _c_sorted(["\t".join(r[1:]) for r in rows if r[0] == self.source and r[1] not in skip
+                            and not r[1].rsplit("/", 1)[-1].startswith(".gpunode-")])
         if not source:
             raise StepError(f"model source folder {self.source} is empty", hint="point model_source at the model")
         files = [line.split("\t") for line in source]
         total = sum(int(f[1]) for f in files)
         staged = {r[1]: r[2] for r in rows if r[0] == self.dest}
+        left = f"; {len(skip)} other copies of the weights left out" if skip else ""
         if s.get("manifest", []) == source and all(staged.get(f[0]) == f[1] for f in files):
             return NoChange(f"{len(files)} files ({human(total)}) already staged in {self.dest}, "
-                            "sizes match the source manifest")
+                            f"sizes match the source manifest{left}")
         done = sum(int(f[1]) for f in files if staged.get(f[0]) == f[1])
         partial = sum(int(v) for k, v in staged.items() if k.endswith(".gpunode-part"))
         need = total - done - partial
         self._preflight(s, total, need)
         resume = f"; resuming, {human(done + partial)} already there" if done + partial else ""
-        return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}{resume}")
+        return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}{resume}{left}")
 
     def _preflight(self, s: dict[str, list[str]], total: int, need: int) -> None:
         if self.space is not None:
@@ -154,7 +164,8 @@ class StagedWeights(Step):
             )
 
     def commands(self) -> list[Command]:
-        return [Command(("sh", self.script, self.source, self.dest, *([self.verify] if self.verify else [])),
+        return [Command(("sh", self.script, *stage_args(self.source, self.dest, self.skip),
+                         *([self.verify] if self.verify else [])),
                         f"staging {self.source} into {self.dest}",
                         failure=f"staging {self.source} into {self.dest} failed",
                         hint="re-run: staging resumes from the last complete chunk", watched=True)]

@@ -8,12 +8,12 @@ from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home
-from gpunode.roles.weights.role import staged_path
+from gpunode.roles.weights.role import skipped, staged_path
 from gpunode.steps.files import File, Template
 from gpunode.steps.health import Endpoint, Ready
 from gpunode.steps.systemd import Service
 from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
-from gpunode.steps.weights import STAGE_SCRIPT
+from gpunode.steps.weights import STAGE_SCRIPT, stage_args
 
 UNIT_DIR = "/etc/systemd/system"
 STAGE_UNIT = "gpunode-stage-weights.service"
@@ -70,7 +70,8 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                               vars={"source": unit_text(source, "model_source"),
                                     "dest": unit_text(staged_path(ctx), "weights_dest_root"),
                                     "mount": unit_path(source, "model_source", word=True),
-                                    "exec_start": exec_line(["/bin/sh", STAGE_SCRIPT, source, staged_path(ctx)],
+                                    "exec_start": exec_line(["/bin/sh", STAGE_SCRIPT,
+                                                             *stage_args(source, staged_path(ctx), skipped(ctx))],
                                                             "model_source")},
                               notify=("daemon-reload",)))
     for s in servers:

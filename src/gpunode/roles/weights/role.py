@@ -32,6 +32,12 @@ def shm_space(ctx: RoleContext) -> tuple[int, int] | None:
     return s.shm_free_bytes, s.shm_size_bytes
 
 
+def skipped(ctx: RoleContext) -> tuple[str, ...]:
+    """The source's other copies of the weights, which are not staged (facts/served.py)."""
+    model = ctx.facts.model
+    return model.unserved if model is not None and model.exists else ()
+
+
 def script_text() -> str:
     return (files("gpunode") / "templates" / "weights" / "stage-weights.sh").read_text()
 
@@ -44,5 +50,6 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                    verify=ctx.vars["weights_verify"], on_progress=ctx.progress_for("weights", "bytes"),
                                    on_line=ctx.output,
                                    reserve_bytes=int(ctx.vars["weights_server_reserve_bytes"]) * servers,
-                                   memory=ctx.facts.system.memory_bound(), space=shm_space(ctx)))
+                                   memory=ctx.facts.system.memory_bound(), space=shm_space(ctx),
+                                   skip=skipped(ctx)))
     return [RolePlan("weights", steps)]

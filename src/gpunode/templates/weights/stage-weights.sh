@@ -1,7 +1,10 @@
 #!/bin/sh
 # Managed by gpunode. Stages a model folder into memory (/dev/shm), resumably.
 #
-#   stage-weights.sh SRC DEST [sha256]
+#   stage-weights.sh [-x PATH]... SRC DEST [sha256]
+#
+# -x leaves out a file of SRC (a path relative to it): another copy of the weights
+# that the servers do not load (gpunode's facts/served.py names them).
 #
 # Each file is copied to NAME.gpunode-part in 256 MiB chunks and renamed only
 # when complete, so DEST never holds a half-written file under its real name.
@@ -10,8 +13,12 @@
 # DEST/.gpunode-manifest is written last, atomically, and is what a re-run and
 # the servers' boot unit compare with the source.
 set -eu
-src=${1:?usage: stage-weights.sh SRC DEST [sha256]}
-dest=${2:?usage: stage-weights.sh SRC DEST [sha256]}
+nl='
+'
+skip=
+while [ "$#" -gt 0 ] && [ "$1" = -x ]; do skip="$skip${2:?-x needs a path}$nl"; shift 2; done
+src=${1:?usage: stage-weights.sh [-x PATH]... SRC DEST [sha256]}
+dest=${2:?usage: stage-weights.sh [-x PATH]... SRC DEST [sha256]}
 verify=${3:-}
 bs=4194304
 chunk_blocks=64
@@ -20,7 +27,9 @@ tab=$(printf '\t')
 [ -d "$src" ] || { echo "stage-weights: source $src is not a folder" >&2; exit 2; }
 mkdir -p "$dest"
 # -L: a link in the source (a Hugging Face cache snapshot is made of them) is copied as its file.
-listing=$(cd "$src" && find -L . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n' | LC_ALL=C sort)
+listing=$(cd "$src" && find -L . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n' |
+  SKIP=$skip awk -F'\t' 'BEGIN { n = split(ENVIRON["SKIP"], s, "\n"); for (i = 1; i <= n; i++) out[s[i]] = 1 }
+    !($1 in out)' | LC_ALL=C sort)
 total=$(printf '%s\n' "$listing" | awk -F'\t' '{s += $2} END {printf "%d", s}')
 touch "$dest/.gpunode-progress"
 echo "@@total $total"
