@@ -60,3 +60,19 @@ def test_the_model_size_counts_only_what_the_servers_load(tmp_path):
     assert m.size_bytes == sum(p.stat().st_size for p in served)
     assert m.unserved == ("metal/model.bin", "original/model.safetensors")
     assert "leaving out 2 other copies of the weights" in m.size_source
+
+
+def test_the_audit_sizes_a_local_folder_as_the_staging_copies_it(tmp_path):
+    from gpunode.cli.audit import folder_bytes
+
+    folder = tmp_path / "gpt-oss-20b"
+    for name in GPT_OSS_20B:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"x" * (1000 if name.endswith((".bin", ".safetensors")) else 10))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": GPT_OSS_SHARDS[0]}}))
+    index = (folder / "model.safetensors.index.json").stat().st_size
+    # the one shard the index names, and every file that is not weights; not the two other shards
+    # at the top nor metal/ and original/
+    others = [n for n in GPT_OSS_20B
+              if not n.endswith((".bin", ".safetensors")) and n != "model.safetensors.index.json"]
+    assert folder_bytes(str(folder)) == 1000 + 10 * len(others) + index

@@ -10,6 +10,7 @@ from invoke import Exit
 
 from gpunode.cli.common import VMID_HINT, load_inventory, parse_int, task
 from gpunode.errors import InventoryError
+from gpunode.facts import served
 
 HELP = {
     "config": "container config file (/etc/pve/lxc/N.conf, or `pct config N` saved); repeatable",
@@ -37,20 +38,30 @@ def parse_gib(text: str) -> int:
 
 
 def folder_bytes(path: str) -> int:
-    """What staging copies: every file under the model folder (symlinks followed, as in HF caches)."""
+    """What staging copies: the files under the model folder (symlinks followed, as in HF caches)
+    but the other copies of the weights that the servers do not load (facts/served.py)."""
     root = Path(path).expanduser()
     if not root.is_dir():
         raise InventoryError(f"--model-dir {path}: not a folder here", hint="give the local model folder, "
                              "or its size with --model-size-gib")
-    total = 0
+    sizes: dict[str, int] = {}
     for folder, _dirs, files in os.walk(root):
         for name in files:
             try:
-                total += (Path(folder) / name).stat().st_size
+                sizes[str((Path(folder) / name).relative_to(root))] = (Path(folder) / name).stat().st_size
             except OSError as exc:
                 raise InventoryError(f"--model-dir: cannot read {Path(folder) / name} ({exc.strerror})",
                                      hint="fix the file's permissions or a dangling link") from None
-    return total
+    left = set(served.left_out(sizes, _index_shards(root)))
+    return sum(n for p, n in sizes.items() if p not in left)
+
+
+def _index_shards(root: Path) -> list[str] | None:
+    try:
+        weight_map = jsonlib.loads((root / "model.safetensors.index.json").read_text())["weight_map"]
+        return [str(v) for v in weight_map.values()]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # no index (or none that can be read): every top-level safetensors file counts
 
 
 def _print_text(reports) -> None:
