@@ -124,7 +124,7 @@ def test_a_model_bigger_than_dev_shm_is_refused_before_staging(box, inventory, m
     free = int(box.sh("df -B1 --output=avail /dev/shm | tail -n 1").out)
     folder = models / "too-big"
     shutil.copytree(host_path(cpu_vars()["model_source"]), folder)
-    with open(folder / "extra-weights.bin", "wb") as f:
+    with open(folder / "extra-weights.safetensors", "wb") as f:  # loaded, so staged: a .bin here is not
         f.truncate(free + (1 << 30))  # sparse: costs no disk, but staging would need it all in memory
     outside_state = [d for d in WATCHED if d != "/var/lib/gpunode"]
     before = snapshot(box.sh, outside_state)

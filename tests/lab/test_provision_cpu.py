@@ -249,12 +249,14 @@ def test_6_killed_after_a_unit_file_changed_the_rerun_fires_the_restart_it_had_r
 
 @pytest.fixture
 def big_model(box):
-    """The tiny model plus two 768 MiB shards of random bytes: staging takes seconds, not ms."""
+    """The tiny model plus two 768 MiB shards of random bytes: staging takes seconds, not ms. They are
+    safetensors by name, as the servers would load them (a .bin beside safetensors is left out,
+    facts/served.py)."""
     folder = paths.SHARE_MODELS / f"e2e-{VMID}-big"
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(host_path(cpu_vars()["model_source"]), folder)
     for i in (1, 2):
-        with open(folder / f"extra-{i:05d}-of-00002.bin", "wb") as f:
+        with open(folder / f"extra-{i:05d}-of-00002.safetensors", "wb") as f:
             for _ in range(96):
                 f.write(os.urandom(8 * MiB))
     yield f"{paths.CT_MODELS}/{folder.name}"
