@@ -195,3 +195,27 @@ def test_a_damaged_store_of_unit_answers_is_asked_again_and_written_whole(fresh)
         assert "systemctl: not found" in probe(path="/nonexistent"), whole[:cut]
         assert probe() == first
         assert ct(f"cat {store}") == whole
+
+
+def test_a_unit_that_is_never_stored_is_asked_every_run_and_leaves_the_store_as_it_was(fresh):
+    """A unit whose answer is never kept (here: one that does not exist) is asked on every run, but
+    the store of the list it is in is written only when an answer in it is new or no longer holds."""
+    plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
+    assert run_target(plain, [role({})]).succeeded
+    names = [DEFAULTS["demo_unit"], "gpunode-no-such-unit.service"]
+    state = "/var/lib/gpunode-test"
+    store = f"{state}/reuse-units-{reuse.key(names)}"
+
+    def ct(script: str) -> str:
+        return plain.run(["sh", "-c", script], check=True).stdout
+
+    def probe() -> str:
+        _sh, *rest = reuse.units(names)
+        return plain.run(["env", f"GN_STATE={state}", "GN_EXCLUSIVE=1", "/bin/sh", *rest], check=True).stdout
+
+    ct(f"mkdir -p {state}")
+    first = probe()
+    assert "LoadState=not-found" in first and "SubState=running" in first, first
+    written = ct(f"stat -c '%i %.9Y' {store}")
+    assert probe() == first
+    assert ct(f"stat -c '%i %.9Y' {store}") == written

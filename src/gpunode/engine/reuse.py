@@ -81,7 +81,7 @@ for gn_f in """ + _WANTS + """; do
   if [ -L "$gn_f" ]; then gn_links="$gn_links L$gn_f"; elif [ -e "$gn_f" ]; then gn_links="$gn_links $gn_f"; fi
 done
 [ -z "$GN_STATE" ] || command . "$gn_c" 2>/dev/null
-gn_i=0 gn_miss=
+gn_i=0 gn_miss= gn_dirty=
 for gn_u; do
   gn_i=$((gn_i + 1)) gn_p=
   case $gn_u in *[!A-Za-z0-9:_.@-]*) ;; *)
@@ -99,7 +99,11 @@ for gn_u; do
   [ -z "$gn_p" ] || for gn_f in $gn_links; do case $gn_f in */"$gn_u") gn_p="$gn_p $gn_f";; esac; done;; esac
   eval "gn_old=\\${gn_old_$gn_i-} gn_out=\\${gn_out_$gn_i-}; gn_old_$gn_i= gn_out_$gn_i= gn_sig_$gn_i=\\$gn_p"
   if [ -n "$gn_p" ] && [ "$gn_old" = "$gn_p" ] && [ -n "$gn_out" ]; then eval "gn_hit_$gn_i=\\$gn_out"
-  else eval "gn_hit_$gn_i="; gn_miss="$gn_miss $gn_u"; fi
+  else
+    eval "gn_hit_$gn_i="; gn_miss="$gn_miss $gn_u"
+    # A stored answer that no longer holds: the store changes.
+    [ -z "$gn_old$gn_out" ] || gn_dirty=1
+  fi
 done
 gn_k=0 gn_rc=0
 if [ -n "$gn_miss" ]; then
@@ -119,8 +123,9 @@ for gn_u; do
   gn_i=$((gn_i + 1))
   [ "$gn_i" = 1 ] || echo
   eval "gn_b=\\$gn_hit_$gn_i gn_p=\\$gn_sig_$gn_i"
+  gn_new=
   if [ -z "$gn_b" ]; then
-    gn_j=$((gn_j + 1)); eval "gn_b=\\${gn_blk_$gn_j:-}"
+    gn_j=$((gn_j + 1)) gn_new=1; eval "gn_b=\\${gn_blk_$gn_j:-}"
     # Stored only when the unit answered exactly "loaded, enabled, active, running" (or exited).
     gn_n=0
     while IFS= read -r gn_l; do
@@ -138,10 +143,11 @@ GN_EOF
   else printf '%s' "$gn_b"; fi
   # A signature is made of PIDs, unit names and the folders above; a quote would end its word.
   case $gn_p in *\\'*) gn_p=;; esac
-  [ -z "$gn_p" ] || gn_store="${gn_store}gn_old_$gn_i='$gn_p' gn_out_$gn_i='$gn_b'$gn_nl"
+  [ -z "$gn_p" ] || gn_store="${gn_store}gn_old_$gn_i='$gn_p' gn_out_$gn_i='$gn_b'$gn_nl" gn_dirty=$gn_dirty$gn_new
 done
-# Written only when something was asked (all reused: the store holds this already), in one write.
-if [ -n "$gn_miss" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ]; then
+# Written, in one write, only when an answer was stored anew or a stored one no longer holds: a unit
+# that is never stored (disabled, stopped, with a drop-in) is asked on every run, yet writes nothing.
+if [ -n "$gn_dirty" ] && [ -n "$GN_STATE" ] && [ -n "$GN_EXCLUSIVE" ]; then
   printf '%s' "$gn_store" 2>/dev/null > "$gn_c"
 fi
 # systemctl's blocks did not match the units asked: the parser then sends each to its own probe.
