@@ -24,8 +24,8 @@ pytestmark = pytest.mark.lab
 
 VMID = 213  # made and removed by this module
 
-#: The demo role's no-op, measured: env, the lock shell's sh and flock, ONE stat and ONE
-#: sha256sum for the 5 file-like steps; dpkg-query's and systemctl's answers are reused while
+#: The demo role's no-op, measured: env, the lock shell's sh and flock, ONE stat and ONE grep
+#: (which reads the small files whole) for the 5 file-like steps; dpkg-query's and systemctl's answers are reused while
 #: nothing they depend on changed (engine/reuse.py). 14 before the batch ran its `sh -c` probes
 #: as subshells; 10 before the lock shell sent the probe's output raw (no base64), wrote
 #: lock.owner in place (no mv), emptied it with a builtin (no rm) and reused those two answers.
@@ -98,9 +98,9 @@ def test_demo_noop_round_trip_starts_few_programs_in_the_container(fresh, tmp_pa
     shown = "\n  ".join(progs)
     print(f"\nthe demo role's no-op started {len(progs)} programs in the container:\n  {shown}")
     assert len(progs) <= DEMO_LIMIT, f"{len(progs)} programs (at most {DEMO_LIMIT}):\n  {shown}"
-    # One per kind, never one per step: five file-like steps, one stat and one sha256sum.
+    # One per kind, never one per step: five file-like steps, one stat and one grep, no hashing there.
     kinds = [p.split(" ", 1)[0].rsplit("/", 1)[-1] for p in progs]
-    assert kinds.count("stat") == 1 and kinds.count("sha256sum") <= 1, shown
+    assert kinds.count("stat") == 1 and kinds.count("grep") <= 1 and kinds.count("sha256sum") == 0, shown
     assert kinds.count("systemctl") == 0 and kinds.count("dpkg-query") == 0, shown  # reused, nothing changed
     assert kinds.count("sh") == 1, shown  # the lock shell only: every probe runs inside it
 

@@ -1,5 +1,6 @@
 """The one-pass probes give each file, directory, symlink and service step exactly what its own
-probe prints, from one stat, one sha256sum and one systemctl show for all of them."""
+probe prints, from one stat, one grep (small files read whole), one sha256sum (the rest) and one
+systemctl show for all of them."""
 
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ def _tree(root: Path) -> list:
     (root / "etc" / "key").write_text("old secret\n")
     os.chmod(root / "etc" / "key", 0o600)
     (root / "etc" / "a dir with spaces").mkdir()
+    (root / "etc" / "no-newline").write_bytes(b"last line without its newline")
+    (root / "etc" / "empty").write_bytes(b"")
+    (root / "etc" / "latin1").write_bytes(b"caf\xe9\n")
+    (root / "etc" / "nul").write_bytes(b"a\0b\n\0\n")
+    (root / "etc" / "big").write_bytes(b"y\n" * passes.READ_LIMIT)
     os.symlink("/usr/bin/true", root / "link")
     os.symlink(str(root / "etc"), root / "dirlink")
     os.mkfifo(root / "fifo")
@@ -31,6 +37,15 @@ def _tree(root: Path) -> list:
         File(str(root / "etc" / "other.conf"), "new content\n"),
         File(str(root / "etc" / "key"), "new secret\n", sensitive=True),
         File(str(root / "missing.conf"), "x"),
+        File(str(root / "etc" / "no-newline"), "last line without its newline"),
+        File(str(root / "etc" / "no-newline"), "last line without its newline\n"),
+        File(str(root / "etc" / "empty"), ""),
+        File(str(root / "etc" / "empty"), "now something\n"),
+        File(str(root / "etc" / "latin1"), "café\n"),
+        File(str(root / "etc" / "nul"), "a\0b\n\0\n"),
+        File(str(root / "etc" / "nul"), "a\0b\n"),
+        File(str(root / "etc" / "big"), "y\n" * passes.READ_LIMIT),
+        File(str(root / "etc" / "big"), "y\n" * (passes.READ_LIMIT - 1)),
         File(str(root / "link"), "x"),
         File(str(root / "fifo"), "x"),
         File(str(root / "etc"), "x"),
@@ -50,15 +65,22 @@ def test_each_step_gets_what_its_own_probe_prints_or_none(tmp_path: Path):
     argvs = [s.probe() for s in steps]
     own = probe.run_batch(LocalTransport(), argvs)
     folded = passes.fold(argvs)
-    assert len(folded.argvs) == 2  # one stat, one sha256sum, for 15 steps
+    # 24 steps: one stat; one sha256sum for the secret and the big file; one grep for the rest
+    assert [[w for w in ("stat", "sha256sum", "grep") if f" {w} -" in a[2]] for a in folded.argvs] == \
+           [["stat"], ["sha256sum"], ["grep"]]
+    assert f"{tmp_path}/etc/key" not in folded.argvs[2]  # a secret is never read back
     got = folded.unfold(probe.run_batch(LocalTransport(), folded.argvs))
     for step, mine, theirs in zip(steps, got, own, strict=True):
         if mine is not None:
             assert mine == theirs, step.id
-    undecided = [s.id for s, mine in zip(steps, got, strict=True) if mine is None]
-    # The changed file needs its old content for the diff; [ -d ] follows the directory's link.
-    assert undecided == [f"file:{tmp_path}/etc/other.conf", f"dir:{tmp_path}/dirlink"]
+    undecided = [(s.id, getattr(s, "content", "")[:4]) for s, mine in zip(steps, got, strict=True) if mine is None]
+    # Where grep's lines cannot be the bytes (not UTF-8), and the big file whose hash differs, need
+    # their own probe for the diff; [ -d ] follows the directory's link.
+    assert undecided == [(f"file:{tmp_path}/etc/latin1", "café"), (f"file:{tmp_path}/etc/big", "y\ny\n"),
+                         (f"dir:{tmp_path}/dirlink", "")]
     assert isinstance(steps[0].check(got[0]), NoChange)  # the unchanged file needs nothing
+    changed = steps[1].check(got[1])  # the old content came back in the same pass, for the diff
+    assert "-old content\n+new content\n" in changed.diff
 
 
 def test_other_probes_run_as_they_are_and_keep_their_place(tmp_path: Path):

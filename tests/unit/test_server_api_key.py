@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpunode import roles
+from gpunode.engine import passes
 from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
 from gpunode.roles import varspec
@@ -101,7 +102,9 @@ def test_the_same_key_gives_the_same_bytes_and_a_new_key_restarts_only_what_read
 
 def test_a_secret_file_s_diff_is_masked_and_its_old_content_never_crosses_the_wire():
     f = secret(steps(server_api_key=KEY), "/etc/gpunode/gpu0.secrets.yaml")
-    assert f.probe()[-1] == "0"  # head -c 0: the old key is not sent back
+    assert f.probe()[6] == "0"  # head -c 0: the old key is not sent back
+    folded = passes.fold([f.probe()])  # and a batch hashes it on the target, never reads it whole
+    assert (folded.hashed, folded.whole) == ([f.path], [])
     created = f.check(Probe(0, "missing\n"))
     updated = f.check(Probe(0, "file 600 root root 40\n" + "0" * 64 + "\n"))
     for outcome in (created, updated):

@@ -13,10 +13,16 @@ that reuses their last answer while builtins say it still holds (engine/reuse.py
 
 Venv and weights probes read one manifest each (steps/base.FileRead): they run without that
 `cat` and ONE grep reads every manifest; each gets the file's lines back in its own place.
+
+That grep also reads whole every File of at most READ_LIMIT bytes that is not sensitive (units,
+env files, scripts): its hash is then taken here, so a no-op starts no sha256sum, and a file that
+differs already has the old content its diff needs, without a probe of its own. Larger and
+sensitive files are hashed on the target as before, and a secret never crosses the wire.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,12 +40,18 @@ for gn_f; do if [ -f "$gn_f" ] && [ ! -L "$gn_f" ]; then set -- "$@" "$gn_f"; fi
 shift "$gn_n"
 [ "$#" -eq 0 ] || sha256sum -z -- "$@" 2>/dev/null; :""")
 _SHOW = ["systemctl", "show", *(f"-p{p}" for p in systemd.PROPERTIES), "--"]
-# The manifests that venv and weights probes print (steps/base.FileRead), all in one grep: each
-# line comes as "path NUL line" (-H -Z), so no content can pass for another file's.
-_READ = inline.mark("""gn_n=$#
-for gn_f; do if [ -f "$gn_f" ]; then set -- "$@" "$gn_f"; fi; done
+# The manifests that venv and weights probes print (steps/base.FileRead), then, after "--", the
+# small files read whole (not through a symlink: the stat pass reports the link), all in one
+# grep: each line comes as "path NUL line" (-H -Z), so no content can pass for another file's.
+_READ = inline.mark("""gn_n=$# gn_l=
+for gn_f; do
+  if [ "$gn_f" = -- ]; then gn_l=1
+  elif [ -f "$gn_f" ] && { [ -z "$gn_l" ] || [ ! -L "$gn_f" ]; }; then set -- "$@" "$gn_f"; fi
+done
 shift "$gn_n"
 [ "$#" -eq 0 ] || grep -aHZ '' -- "$@" 2>/dev/null; :""")
+# Files up to this size come back whole from the grep above; a managed unit or env file is ~1 KiB.
+READ_LIMIT = 64 * 1024
 _READS: dict[str, FileRead] = {r.script: r for r in (venv.READ, *weights.READS)}
 for _r in _READS.values():
     if _r.inline:
@@ -48,7 +60,7 @@ _DPKG = ["dpkg-query", "-W", f"-f={apt.FORMAT}", "--"]
 
 
 def _kind(argv: Sequence[str]) -> str:
-    if len(argv) == 7 and list(argv[:4]) == ["sh", "-c", files._FILE_PROBE, "sh"]:
+    if len(argv) == 8 and list(argv[:4]) == ["sh", "-c", files._FILE_PROBE, "sh"]:
         return "file"
     if len(argv) == 5 and list(argv[:4]) == ["sh", "-c", files._DIR_PROBE, "sh"]:
         return "dir"
@@ -74,6 +86,7 @@ class Folded:
     own: list[int] = field(default_factory=list)  # index into argvs of each unrecognised probe
     paths: list[str] = field(default_factory=list)
     hashed: list[str] = field(default_factory=list)
+    whole: list[str] = field(default_factory=list)  # files read whole by the grep, not hashed there
     units: list[str] = field(default_factory=list)
     partial: list[int] = field(default_factory=list)  # probes run without their file read, after own
     reads: list[str] = field(default_factory=list)
@@ -88,7 +101,7 @@ class Folded:
         if self.paths and stats.get("/", ("",))[0] != "directory":
             kinds = [k if k in ("", "unit", "read") else "?" for k in kinds]
         hashes = _hashes(next(it).output) if self.hashed else {}
-        contents = _contents(next(it).output) if self.reads else {}
+        contents = _contents(next(it).output) if self.reads or self.whole else {}
         shown = next(it) if self.units else None
         blocks = _blocks(shown, len(self.units)) if shown is not None else None
         for i, (kind, argv) in enumerate(zip(kinds, self.originals, strict=True)):
@@ -101,7 +114,7 @@ class Folded:
             elif kind == "unit":
                 out[i] = Probe(0, blocks[self.units.index(argv[-1])]) if blocks is not None else None
             else:
-                out[i] = _file_like(kind, argv, stats, hashes)
+                out[i] = _file_like(kind, argv, stats, hashes, contents)
         return out
 
 
@@ -123,16 +136,20 @@ def fold(argvs: Sequence[Sequence[str]]) -> Folded:
         else:
             if argv[4] not in folded.paths:
                 folded.paths.append(argv[4])
-            if kind == "file" and argv[4] not in folded.hashed:
-                folded.hashed.append(argv[4])
+            if kind == "file":
+                # A sensitive file ("0": no diff) is hashed on the target: its content stays there.
+                whole = argv[6] != "0" and int(argv[7]) <= READ_LIMIT
+                into = folded.whole if whole else folded.hashed
+                if argv[4] not in into:
+                    into.append(argv[4])
     for i in folded.partial:
         folded.argvs.append(["sh", "-c", _READS[argvs[i][2]].without, *argvs[i][3:]])
     if folded.paths:
         folded.argvs.append(["sh", "-c", _STAT, "sh", *folded.paths])
     if folded.hashed:
         folded.argvs.append(["sh", "-c", _HASH, "sh", *folded.hashed])
-    if folded.reads:
-        folded.argvs.append(["sh", "-c", _READ, "sh", *folded.reads])
+    if folded.reads or folded.whole:
+        folded.argvs.append(["sh", "-c", _READ, "sh", *folded.reads, "--", *folded.whole])
     if folded.units:
         folded.argvs.append(reuse.units(folded.units))
     # own[] holds original indexes; the runner reads results in argvs order.
@@ -191,7 +208,8 @@ def _blocks(shown: Probe, count: int) -> list[str] | None:
     return [b.strip("\n") + "\n" for b in blocks]
 
 
-def _file_like(kind: str, argv: Sequence[str], stats: dict, hashes: dict[str, str]) -> Probe | None:
+def _file_like(kind: str, argv: Sequence[str], stats: dict, hashes: dict[str, str],
+               contents: dict[str, str]) -> Probe | None:
     path = argv[4]
     if path not in stats:
         return Probe(0, "missing\n")
@@ -206,7 +224,28 @@ def _file_like(kind: str, argv: Sequence[str], stats: dict, hashes: dict[str, st
         return Probe(0, "dir " + meta.rsplit(" ", 1)[0] + "\n")
     if kind == "link" or ftype != "regular file":
         return Probe(0, f"other {ftype}\n")
-    digest = hashes.get(path)
-    if digest is None or (digest != argv[5] and argv[6] != "0"):
-        return None  # unreadable, or changed: its own probe sends the old content for the diff
+    if path not in hashes:
+        return _read_whole(argv, meta, contents.get(path))
+    digest = hashes[path]
+    if digest != argv[5] and argv[6] != "0":
+        return None  # changed: its own probe sends the old content for the diff
     return Probe(0, f"file {meta}\n{digest}\n")
+
+
+def _read_whole(argv: Sequence[str], meta: str, text: str | None) -> Probe | None:
+    """A file's own probe output from its lines as grep printed them, or None where those lines
+    cannot be the file's exact bytes (unreadable, not UTF-8, changed between stat and grep)."""
+    size = int(meta.rsplit(" ", 1)[1])
+    data = (text or "").encode()
+    # grep ends every line with a newline, the last one included: one byte more than the file
+    # then means that the file does not end with one.
+    if len(data) == size + 1 and data.endswith(b"\n"):
+        data = data[:-1]
+    digest = hashlib.sha256(data).hexdigest()
+    if digest == argv[5]:
+        return Probe(0, f"file {meta}\n{digest}\n")
+    if len(data) != size or "\ufffd" in (text or "") or (text is None and size):
+        return None
+    # What `head -c LIMIT` would have printed, decoded as the transport decodes it.
+    old = data[:int(argv[6])].decode("utf-8", "replace")
+    return Probe(0, f"file {meta}\n{digest}\n{old}")

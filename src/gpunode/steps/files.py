@@ -1,8 +1,9 @@
 """Files on the target: Directory, File (literal content), Template (Jinja2), Symlink.
 
-File probes send back only a stat line and the sha256 of the current content;
+A File's own probe sends back a stat line and the sha256 of the current content;
 the old content (for the diff) crosses the wire only when the hashes differ,
-and only up to DIFF_LIMIT bytes. Writes go through Transport.write_file:
+and only up to DIFF_LIMIT bytes. In a batch, a small file that is not sensitive is read
+whole instead, in the one grep that reads every manifest (engine/passes.py). Writes go through Transport.write_file:
 temp file, hash verified on the target, fsync, rename.
 """
 
@@ -22,6 +23,7 @@ from gpunode.transport.base import Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
 
+# $4, the desired size, is not used here: the batch's passes read it (engine/passes.py).
 _FILE_PROBE = """p=$1
 if [ -L "$p" ]; then printf 'link %s\\n' "$(readlink "$p")"; exit 0; fi
 if [ ! -e "$p" ]; then echo missing; exit 0; fi
@@ -149,7 +151,8 @@ class File(Step):
 
     def probe(self) -> list[str]:
         # A sensitive file's old content (an old key) never crosses the wire: it is not shown.
-        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, "0" if self.sensitive else str(DIFF_LIMIT)]
+        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, "0" if self.sensitive else str(DIFF_LIMIT),
+                str(len(self.data))]
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:
