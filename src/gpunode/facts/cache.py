@@ -11,8 +11,12 @@ size, mtime, ctime and device numbers, the fresh values) equals the one stored i
 folder prints its stored sections instead of running them.
 
 Stored in the engine's state folder (like the recorded probe batch, engine/recorded.py),
-facts-<group>.sig and facts-<group>.out, written only by a probe that runs under the
+facts-<group>.sig and facts-<group>.val, written only by a probe that runs under the
 exclusive lock (an applying run); a check run reads them when present and writes nothing.
+Both are one shell assignment (gn_old='...', gn_out='...') that the probe sources: no `cat`
+starts, and a file cut short is a syntax error, so its group is read again (and stored whole
+when the run may write). The sections used to be stored as plain text in facts-<group>.out,
+which is never sourced: its content is not shell.
 What can change without a file changing (free memory, /dev/shm and disk usage, cgroup
 limits, the model folder's listing) is never in a group: it is read on every run.
 
@@ -75,31 +79,37 @@ def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[st
     sig += [f'  case $p in {"|".join(g.paths)}) gn_sig_{g.name}="$gn_sig_{g.name} $l";; esac' for g in groups]
     sig += ["done; unset IFS; set +f"]
     sig += [f'gn_sig_{g.name}="$gn_sig_{g.name} | {g.fresh}"' for g in groups if g.fresh]
-    sig += ["fi", "gn_hits="]
+    sig += ["fi", "gn_cached=", _QUOTE]
     wrapped = {}
     for g in groups:
         f = f'"$GN_CACHE/facts-{g.name}'
-        # The stored signature is a line of shell (gn_old='...'), sourced: `read` takes a byte per
-        # read(2) in dash, ~0.4 ms of every no-op for a 600-byte signature. `command .` survives a
-        # damaged file (a syntax error) where `.` would end the probe; a signature holding a quote
-        # (a path) is never stored.
+        # Both stores are lines of shell, sourced: `read` takes a byte per read(2) in dash (~0.4 ms
+        # for a 600-byte signature) and `cat` is a process. `command .` survives a damaged file (a
+        # syntax error) where `.` would end the probe; a signature holding a quote is never stored.
+        # The signature is emptied first and written last: a run cut in between leaves no match.
         wrapped[g.name] = f"""gn_run_{g.name}() {{
 {bodies[g.name]}}}
-gn_old=; [ -n "$gn_ok" ] && [ -r {f}.sig" ] && command . {f}.sig" 2>/dev/null
-if [ -n "$gn_ok" ] && [ -n "$gn_old" ] && [ "$gn_old" = "$gn_sig_{g.name}" ]; then gn_hits="$gn_hits {g.name}"
+gn_old= gn_out=; [ -n "$gn_ok" ] && [ -r {f}.sig" ] && command . {f}.sig" 2>/dev/null
+if [ -n "$gn_ok" ] && [ -n "$gn_old" ] && [ "$gn_old" = "$gn_sig_{g.name}" ] && [ -r {f}.val" ] &&
+  command . {f}.val" 2>/dev/null && [ -n "$gn_out" ]; then gn_cached=$gn_cached$gn_out
 elif [ -n "$gn_ok" ] && [ -n "$GN_WRITE" ] && [ "${{gn_sig_{g.name}#*\\'}}" = "$gn_sig_{g.name}" ] &&
-  : 2>/dev/null >{f}.sig" &&
-  {{ printf '@@gpunode-cache %s\\n' "$N"; gn_run_{g.name}; printf '@@gpunode-cache-end %s\\n' "$N"; }} >{f}.out"
-then printf "gn_old='%s'\\n" "$gn_sig_{g.name}" >{f}.sig"; gn_hits="$gn_hits {g.name}"
+  : 2>/dev/null >{f}.sig"; then
+  gn_out=$(printf '@@gpunode-cache %s\\n' "$N"; gn_run_{g.name}; printf '@@gpunode-cache-end %s' "$N")$gn_nl
+  gn_quote "$gn_out" && printf "gn_out='%s'\\n" "$gn_q" >{f}.val" &&
+    printf "gn_old='%s'\\n" "$gn_sig_{g.name}" >{f}.sig"
+  gn_cached=$gn_cached$gn_out
 else gn_run_{g.name}; fi
 """
     return "\n".join(sig) + "\n", wrapped
 
 
-# Every stored group in one cat, between this run's markers, with cat's exit code.
-EMIT = r"""if [ -n "$gn_hits" ]; then
-set --; for g in $gn_hits; do set -- "$@" "$GN_CACHE/facts-$g.out"; done
-printf '@@gpunode:%s:cached\n' "$N"; cat -- "$@"; printf '\n@@gpunode:%s:cached-end %s\n' "$N" "$?"
+# $1 made safe inside single quotes (each ' becomes '\''), in gn_q: run only where a group is stored.
+_QUOTE = r"""gn_quote() { gn_q= gn_r=$1; while :; do case $gn_r in
+  *\'*) gn_q=$gn_q${gn_r%%\'*}\'\\\'\' gn_r=${gn_r#*\'};; *) gn_q=$gn_q$gn_r; return 0;; esac; done; }"""
+
+# Every stored group at once, between this run's markers.
+EMIT = r"""if [ -n "$gn_cached" ]; then
+printf '@@gpunode:%s:cached\n%s\n@@gpunode:%s:cached-end 0\n' "$N" "$gn_cached" "$N"
 fi
 """
 
@@ -112,8 +122,8 @@ def stored(stdout: str, nonce: str) -> tuple[dict[str, Section], str]:
     if region is None:
         return {}, stdout
     body, out, pos = region.body, {}, 0
-    if region.code != "0":
-        raise _damaged(f"reading it failed (cat exit code {region.code})", body)
+    if region.code != "0":  # the probe always prints 0: anything else did not come from it
+        raise _damaged(f"its end marker says {region.code}", body)
     while pos < len(body):
         head = re.compile(r"@@gpunode-cache (\S+)\n").match(body, pos)
         if head is None:
