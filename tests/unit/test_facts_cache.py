@@ -172,6 +172,10 @@ def test_a_store_left_by_an_older_gpunode_is_never_sourced(setup, tmp_path):
     (state / "facts-demo.out").write_text(f"touch {tmp_path / 'ran-from-store'}\n")
     assert probe(chosen, "N2", state, write=False)["slow"] == "version 1\n" and runs(log) == 2
     assert not (tmp_path / "ran-from-store").exists()
+    # the next applying run stores the group in the new form and removes the old file
+    assert probe(chosen, "N3", state, write=True)["slow"] == "version 1\n" and runs(log) == 3
+    assert not (state / "facts-demo.out").exists() and (state / "facts-demo.val").exists()
+    assert not (tmp_path / "ran-from-store").exists()
 
 
 def test_the_real_probe_groups_the_slow_sections():

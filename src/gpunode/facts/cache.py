@@ -16,7 +16,7 @@ exclusive lock (an applying run); a check run reads them when present and writes
 Both are one shell assignment (gn_old='...', gn_out='...') that the probe sources: no `cat`
 starts, and a file cut short is a syntax error, so its group is read again (and stored whole
 when the run may write). The sections used to be stored as plain text in facts-<group>.out,
-which is never sourced: its content is not shell.
+which is never sourced (its content is not shell) and is removed when its group is stored anew.
 What can change without a file changing (free memory, /dev/shm and disk usage, cgroup
 limits, the model folder's listing) is never in a group: it is read on every run.
 
@@ -97,6 +97,7 @@ elif [ -n "$gn_ok" ] && [ -n "$GN_WRITE" ] && [ "${{gn_sig_{g.name}#*\\'}}" = "$
   gn_out=$(printf '@@gpunode-cache %s\\n' "$N"; gn_run_{g.name}; printf '@@gpunode-cache-end %s' "$N")$gn_nl
   gn_quote "$gn_out" && printf "gn_out='%s'\\n" "$gn_q" >{f}.val" &&
     printf "gn_old='%s'\\n" "$gn_sig_{g.name}" >{f}.sig"
+  [ ! -e {f}.out" ] || rm -f {f}.out"  # what an older gpunode stored, once
   gn_cached=$gn_cached$gn_out
 else gn_run_{g.name}; fi
 """
