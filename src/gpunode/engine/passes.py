@@ -17,7 +17,9 @@ Venv and weights probes read one manifest each (steps/base.FileRead): they run w
 That grep also reads whole every File of at most READ_LIMIT bytes that is not sensitive (units,
 env files, scripts): its hash is then taken here, so a no-op starts no sha256sum, and a file that
 differs already has the old content its diff needs, without a probe of its own. Larger and
-sensitive files are hashed on the target as before, and a secret never crosses the wire.
+sensitive files are hashed on the target as before, and a secret never crosses the wire. The
+limit is on the desired content: a managed file that grew on the target is read whole until a
+run rewrites it (the stat pass has its size, which must match what grep printed).
 """
 
 from __future__ import annotations
