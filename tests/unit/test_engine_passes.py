@@ -28,6 +28,8 @@ def _tree(root: Path) -> list:
     (root / "etc" / "empty").write_bytes(b"")
     (root / "etc" / "latin1").write_bytes(b"caf\xe9\n")
     (root / "etc" / "nul").write_bytes(b"a\0b\n\0\n")
+    (root / "etc" / "breaks").write_bytes("cr\r\nff\x0c nel\x85 ls\u2028 end\n".encode())
+    (root / "etc" / "unreadable").write_bytes(b"")  # empty, as the desired content: yet not read
     (root / "etc" / "big").write_bytes(b"y\n" * passes.READ_LIMIT)
     os.symlink("/usr/bin/true", root / "link")
     os.symlink(str(root / "etc"), root / "dirlink")
@@ -44,6 +46,8 @@ def _tree(root: Path) -> list:
         File(str(root / "etc" / "latin1"), "café\n"),
         File(str(root / "etc" / "nul"), "a\0b\n\0\n"),
         File(str(root / "etc" / "nul"), "a\0b\n"),
+        File(str(root / "etc" / "breaks"), "cr\r\nff\x0c nel\x85 ls\u2028 end\n"),
+        File(str(root / "etc" / "breaks"), "cr\nff nel ls end\n"),
         File(str(root / "etc" / "big"), "y\n" * passes.READ_LIMIT),
         File(str(root / "etc" / "big"), "y\n" * (passes.READ_LIMIT - 1)),
         File(str(root / "link"), "x"),
@@ -192,3 +196,22 @@ def test_a_manifest_read_in_the_pass_starts_no_cat(tmp_path: Path):
     names = [line.split('execve("', 1)[1].split('"', 1)[0].rsplit("/", 1)[-1] for line in log.read_text().splitlines()
              if "execve(" in line and "ENOENT" not in line and "resumed" not in line]
     assert "cat" not in names and names.count("grep") == 1, names
+
+
+def test_what_grep_printed_is_taken_for_the_file_only_where_it_can_be_its_exact_bytes():
+    """The stat pass says how big the file is; lines that do not add up to that, or that went
+    through the transport's replacement of bytes that are not UTF-8, are not the file."""
+    def got(desired: str, size: int, printed: str) -> Probe | None:
+        step = File("/etc/x.env", desired)
+        folded = passes.fold([step.probe()])
+        records = [("/", "directory", "755 root root 4096"), ("/etc/x.env", "regular file", f"644 root root {size}")]
+        stat = "".join(f"{name}\x00{kind}\x00{meta}\x00{name}\x00" for name, kind, meta in records)
+        lines = "".join(f"/etc/x.env\x00{line}\n" for line in printed.split("\n") if printed)
+        return folded.unfold([Probe(0, stat), Probe(0, lines)])[0]
+
+    assert got("", 5, "") is None                    # unreadable: empty desired content is no proof
+    assert got("a\n", 2, "a") is not None and "\na\n" not in got("a\n", 2, "a").output
+    assert got("\ufffd\n", 4, "\ufffd") is None      # three bytes that were not UTF-8 look like one U+FFFD
+    assert got("ab\n", 3, "ab\nc") is None           # grew between the stat and the grep
+    changed = got("new\n", 4, "old")
+    assert changed is not None and changed.output.endswith("\nold\n")  # the old content, for the diff

@@ -236,18 +236,20 @@ def _file_like(kind: str, argv: Sequence[str], stats: dict, hashes: dict[str, st
 
 def _read_whole(argv: Sequence[str], meta: str, text: str | None) -> Probe | None:
     """A file's own probe output from its lines as grep printed them, or None where those lines
-    cannot be the file's exact bytes (unreadable, not UTF-8, changed between stat and grep)."""
+    may not be the file's exact bytes (unreadable, not UTF-8, changed between stat and grep)."""
     size = int(meta.rsplit(" ", 1)[1])
+    if (text is None and size) or "\ufffd" in (text or ""):
+        return None  # grep could not read it, or bytes that are not UTF-8 were replaced on the way
     data = (text or "").encode()
     # grep ends every line with a newline, the last one included: one byte more than the file
     # then means that the file does not end with one.
     if len(data) == size + 1 and data.endswith(b"\n"):
         data = data[:-1]
+    if len(data) != size:
+        return None
     digest = hashlib.sha256(data).hexdigest()
     if digest == argv[5]:
         return Probe(0, f"file {meta}\n{digest}\n")
-    if len(data) != size or "\ufffd" in (text or "") or (text is None and size):
-        return None
     # What `head -c LIMIT` would have printed, decoded as the transport decodes it.
     old = data[:int(argv[6])].decode("utf-8", "replace")
     return Probe(0, f"file {meta}\n{digest}\n{old}")
