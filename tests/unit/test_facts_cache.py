@@ -253,3 +253,19 @@ def test_a_signature_cut_short_reads_the_section_again_and_stores_it_whole(setup
     assert probe(chosen, "N2", state, write=True)["slow"] == "version 1\n" and runs(log) == 2
     assert sig.read_text() == whole
     assert probe(chosen, "N3", state, write=True)["slow"] == "version 1\n" and runs(log) == 2
+
+
+def test_a_path_holding_the_field_separator_is_still_its_own_groups(tmp_path):
+    """stat's lines are `dev|ino|size|mtime|ctime|rdev|path`: the path is what follows the sixth
+    '|', whatever it holds."""
+    import shlex
+
+    src, log, state = tmp_path / "a|b|c.txt", tmp_path / "ran.log", tmp_path / "state"
+    src.write_text("version 1\n")
+    state.mkdir()
+    chosen = [Snippet("slow", f'echo ran >> "{log}"; cat {shlex.quote(str(src))}',
+                      cached=Group("demo", (shlex.quote(str(src)),)))]
+    assert [probe(chosen, f"N{i}", state, write=True)["slow"] for i in (1, 2)] == ["version 1\n"] * 2
+    assert runs(log) == 1
+    src.write_text("version 2\n")
+    assert probe(chosen, "N3", state, write=True)["slow"] == "version 2\n" and runs(log) == 2

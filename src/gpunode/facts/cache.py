@@ -74,7 +74,9 @@ def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[st
            f"set -- {words}",
            f"gn_stat=$({_STAT})",
            "set -f; IFS=$gn_nl",
-           "for l in $gn_stat; do p=${l#*|*|*|*|*|*|}",
+           # Six short cuts, not ${l#*|*|*|*|*|*|}: dash matches that pattern against every prefix
+           # of the line, backtracking through six stars each time (~90 us a line in a container).
+           "for l in $gn_stat; do p=${l#*|}; p=${p#*|}; p=${p#*|}; p=${p#*|}; p=${p#*|}; p=${p#*|}",
            '  case $p in /) gn_ok=1;; esac']
     sig += [f'  case $p in {"|".join(g.paths)}) gn_sig_{g.name}="$gn_sig_{g.name} $l";; esac' for g in groups]
     sig += ["done; unset IFS; set +f"]
