@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -108,6 +111,40 @@ def test_container_memory_limit_like_pve(ct):
     inner = ct.script("cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max",
                       check=True).stdout.strip()
     assert inner == "max" or int(inner) >= 1 << 62, inner
+
+
+_IN_NAMESPACE = """
+from gpunode.lab import containers
+box = containers.Container(297, "cpu", "lab-cgroup-base", 512, True, 1, 0, containers.SHARES)
+try:
+    containers.remove(box); containers.ensure(box); containers.start(box)
+    limit = containers.memory_limit_file(297)
+    print(limit, limit.read_text().strip())
+finally:
+    containers.remove(box)
+    containers.remove_cgroups()
+"""
+
+
+def test_the_memory_limit_is_found_where_lxc_made_it_when_pid_1_is_not_in_the_root_cgroup(tmp_path):
+    """LXC makes its cgroups below PID 1's. Under a PID namespace (scripts/prove-fresh) or a job
+    runner's init, PID 1 sits in a cgroup of its own: the limit file is there, not at the root."""
+    if not Path("/sys/fs/cgroup/memory/cgroup.procs").exists():
+        pytest.skip("no cgroup v1 memory hierarchy on this machine")
+    own = Path(f"/sys/fs/cgroup/memory/gpunode-test-{os.getpid()}")
+    own.mkdir()
+    (tmp_path / "job.py").write_text(_IN_NAMESPACE)
+    try:
+        done = subprocess.run(["sh", "-c", f'echo $$ > {own}/cgroup.procs && exec unshare --pid --fork --mount '
+                               f'--propagation private sh -c "mount -t proc proc /proc && exec {sys.executable} '
+                               f'{tmp_path}/job.py"'], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        path, limit = done.stdout.split()
+        assert path.startswith(f"{own}/gpunode-lab-") and int(limit) == 512 * 1024 * 1024, done.stdout
+    finally:
+        # The job and its container are gone; LXC leaves an empty lxc.pivot, remove_cgroups the rest.
+        for folder, _, _ in sorted(os.walk(own), key=lambda w: -len(w[0])):
+            os.rmdir(folder)
 
 
 def test_shares_are_mounted_read_only(ct):

@@ -128,12 +128,20 @@ def cgroup_folder() -> str:
 
 def remove_cgroups() -> None:
     """This lab's cgroup folders, now empty (LXC leaves the parents of what it made): bottom up, in
-    every hierarchy (v1 controllers and the unified one). A folder still in use stays."""
+    every hierarchy (v1 controllers and the unified one), below the root and below PID 1's cgroup
+    (where LXC made them when PID 1 is not in the root: _cgroup_base). A folder in use stays."""
     lab = cgroup_folder()
+    try:
+        bases = {line.split(":", 2)[2].strip("/") for line in Path("/proc/1/cgroup").read_text().splitlines()}
+    except OSError:
+        bases = set()
     for top in [Path("/sys/fs/cgroup"), *Path("/sys/fs/cgroup").iterdir()]:
-        root = top / lab
-        if not root.is_dir() or root.is_symlink():
-            continue
+        for base in sorted(bases | {""}):
+            _remove_empty(top / base / lab)
+
+
+def _remove_empty(root: Path) -> None:
+    if root.is_dir() and not root.is_symlink():
         for folder, _, _ in sorted(os.walk(root), key=lambda w: -len(w[0])):
             with contextlib.suppress(OSError):
                 os.rmdir(folder)
@@ -142,9 +150,26 @@ def remove_cgroups() -> None:
 def memory_limit_file(vmid: int) -> Path:
     """The container's limiting memory cgroup file on the host: where PVE's memory hot-plug writes
     (pve-common PVE/CGroup.pm change_memory_limit, get_path('memory', 1): the outer cgroup)."""
-    if _memory_key().startswith("lxc.cgroup."):
-        return Path(f"/sys/fs/cgroup/memory/{cgroup_folder()}/lxc/{vmid}/memory.limit_in_bytes")
-    return Path(f"/sys/fs/cgroup/{cgroup_folder()}/lxc/{vmid}/memory.max")
+    v1 = _memory_key().startswith("lxc.cgroup.")
+    outer = f"{_cgroup_base(vmid, 'memory' if v1 else '')}{cgroup_folder()}/lxc/{vmid}"
+    return Path(f"/sys/fs/cgroup/memory{outer}/memory.limit_in_bytes" if v1 else f"/sys/fs/cgroup{outer}/memory.max")
+
+
+def _cgroup_base(vmid: int, controller: str) -> str:
+    """The cgroup that LXC made the lab's folder in ("/" on a machine whose PID 1 is in the root
+    cgroup). LXC makes lxc.cgroup.dir.* below PID 1's cgroup: under a PID namespace or a job
+    runner's init, that is a cgroup of its own. The running container's init says where."""
+    pid = _init_pid(str(vmid))
+    tail = f"/{cgroup_folder()}/lxc/{vmid}/"
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid else []
+    except OSError:
+        lines = []
+    for line in lines:
+        _, ctl, path = line.split(":", 2)
+        if (controller in ctl.split(",") if controller else not ctl) and tail in path + "/":
+            return (path + "/")[:(path + "/").index(tail) + 1]
+    return "/"
 
 
 def _rootfs_path(ct: Container, mode: str) -> str:
@@ -209,7 +234,11 @@ def state(ct: Container, running: set[str] | None = None) -> str:
 
 
 def init_pid(ct: Container) -> int | None:
-    proc = host_run(["lxc-info", "-P", str(paths.LXC_PATH), "-n", ct.name, "-p", "-H"], check=False)
+    return _init_pid(ct.name)
+
+
+def _init_pid(name: str) -> int | None:
+    proc = host_run(["lxc-info", "-P", str(paths.LXC_PATH), "-n", name, "-p", "-H"], check=False)
     out = proc.stdout.decode().strip()
     return int(out) if proc.returncode == 0 and out.isdigit() else None
 
