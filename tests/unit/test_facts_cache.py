@@ -230,16 +230,21 @@ def test_lib_folders_are_read_once_each_and_only_the_driver_libraries_count(tmp_
     assert runs(log) == 2
 
 
+def odd_name(tmp_path: Path, name: str) -> tuple[Path, Path, Path, list[Snippet]]:
+    """The setup fixture's files, with a source file whose name the shell must quote."""
+    import shlex
+
+    src, log, state = tmp_path / name, tmp_path / "ran.log", tmp_path / "state"
+    src.write_text("version 1\n")
+    state.mkdir()
+    return src, log, state, [Snippet("slow", f'echo ran >> "{log}"; cat {shlex.quote(str(src))}',
+                                     cached=Group("demo", (shlex.quote(str(src)),)))]
+
+
 def test_a_signature_holding_a_quote_is_never_stored_and_its_section_is_read_every_run(tmp_path):
     """Signatures are stored as shell text (gn_old='...'); one that holds a quote (a file name) is
     not stored at all, rather than escaped: its section is read afresh on every run."""
-    import shlex
-
-    src, log, state = tmp_path / "it's.txt", tmp_path / "ran.log", tmp_path / "state"
-    src.write_text("version 1\n")
-    state.mkdir()
-    chosen = [Snippet("slow", f'echo ran >> "{log}"; cat {shlex.quote(str(src))}',
-                      cached=Group("demo", (shlex.quote(str(src)),)))]
+    src, log, state, chosen = odd_name(tmp_path, "it's.txt")
     assert [probe(chosen, f"N{i}", state, write=True)["slow"] for i in (1, 2)] == ["version 1\n"] * 2
     assert runs(log) == 2 and not (state / "facts-demo.sig").exists()
 
@@ -258,13 +263,7 @@ def test_a_signature_cut_short_reads_the_section_again_and_stores_it_whole(setup
 def test_a_path_holding_the_field_separator_is_still_its_own_groups(tmp_path):
     """stat's lines are `dev|ino|size|mtime|ctime|rdev|path`: the path is what follows the sixth
     '|', whatever it holds."""
-    import shlex
-
-    src, log, state = tmp_path / "a|b|c.txt", tmp_path / "ran.log", tmp_path / "state"
-    src.write_text("version 1\n")
-    state.mkdir()
-    chosen = [Snippet("slow", f'echo ran >> "{log}"; cat {shlex.quote(str(src))}',
-                      cached=Group("demo", (shlex.quote(str(src)),)))]
+    src, log, state, chosen = odd_name(tmp_path, "a|b|c.txt")
     assert [probe(chosen, f"N{i}", state, write=True)["slow"] for i in (1, 2)] == ["version 1\n"] * 2
     assert runs(log) == 1
     src.write_text("version 2\n")
