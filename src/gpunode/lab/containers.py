@@ -167,8 +167,9 @@ def _cgroup_base(vmid: int, controller: str) -> str:
         lines = []
     for line in lines:
         _, ctl, path = line.split(":", 2)
-        if (controller in ctl.split(",") if controller else not ctl) and tail in path + "/":
-            return (path + "/")[:(path + "/").index(tail) + 1]
+        path += "/"  # /<base>/<lab>/lxc/<vmid>/ns/...: what stands before /<lab>/lxc/<vmid>/
+        if (controller in ctl.split(",") if controller else not ctl) and tail in path:
+            return path[:path.index(tail) + 1]
     return "/"
 
 
