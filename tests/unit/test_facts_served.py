@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gpunode.facts import served
 from gpunode.facts.served import left_out
 from tests.unit.test_facts_model import probe
 
@@ -76,3 +77,20 @@ def test_the_audit_sizes_a_local_folder_as_the_staging_copies_it(tmp_path):
     others = [n for n in GPT_OSS_20B
               if not n.endswith((".bin", ".safetensors")) and n != "model.safetensors.index.json"]
     assert folder_bytes(str(folder)) == 1000 + 10 * len(others) + index
+
+
+def test_an_index_without_a_weight_map_object_counts_as_no_index(tmp_path):
+    assert served.index_shards({"weight_map": {"a.weight": "b.safetensors", "c.weight": "a.safetensors",
+                                               "d.weight": "a.safetensors"}}) == ("a.safetensors", "b.safetensors")
+    assert served.index_shards({"weight_map": {}}) == ()
+    for broken in ({"metadata": {}}, {"weight_map": ["x.safetensors"]}, ["weight_map"], None):
+        assert served.index_shards(broken) is None
+    # so a broken index leaves out only what a folder without one would
+    files = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "original/model.safetensors"]
+    assert served.left_out(files, served.index_shards({"metadata": {}})) == ("original/model.safetensors",)
+    folder = tmp_path / "broken-index"
+    for name in [*files, "config.json"]:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(b"x" * 100)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}}))
+    assert probe(folder).unserved == ("original/model.safetensors",)  # not every weights file

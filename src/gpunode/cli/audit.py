@@ -56,12 +56,12 @@ def folder_bytes(path: str) -> int:
     return sum(n for p, n in sizes.items() if p not in left)
 
 
-def _index_shards(root: Path) -> list[str] | None:
+def _index_shards(root: Path) -> tuple[str, ...] | None:
     try:
-        weight_map = jsonlib.loads((root / "model.safetensors.index.json").read_text())["weight_map"]
-        return [str(v) for v in weight_map.values()]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        index = jsonlib.loads((root / "model.safetensors.index.json").read_text())
+    except (OSError, ValueError):
         return None  # no index (or none that can be read): every top-level safetensors file counts
+    return served.index_shards(index)
 
 
 def _print_text(reports) -> None:

@@ -179,7 +179,7 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
     if index is not None:
         weight_map = index.get("weight_map") or {}
         names = list(weight_map)
-        shards = tuple(sorted(set(weight_map.values())))
+        shards = served.index_shards(index) or ()
         missing = tuple(s for s in shards if s not in files)
     else:
         shards = tuple(sorted(p for p in files if p.endswith(".safetensors") and "/" not in p))
@@ -193,7 +193,7 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
     quant = quantization(config, hf_quant)
     dtype = str(_get(config, "dtype") or _get(config, "torch_dtype") or "")
     on_disk = sum(n for p, n in files.items() if p.endswith(served.WEIGHTS))
-    unserved = served.left_out(files, shards if index is not None else None)
+    unserved = served.left_out(files, served.index_shards(index))
     if on_disk:
         size, size_source = sum(n for p, n in files.items() if p not in unserved), "files on disk"
         if unserved:

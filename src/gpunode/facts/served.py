@@ -40,3 +40,10 @@ def left_out(paths: Iterable[str], index_shards: Iterable[str] | None) -> tuple[
     else:
         return ()
     return tuple(p for p in weights if p not in keep)
+
+
+def index_shards(index: object) -> tuple[str, ...] | None:
+    """The files that a parsed model.safetensors.index.json names in its weight_map, sorted; None
+    where it has no weight_map object (then the rule above treats the folder as having no index)."""
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    return tuple(sorted({str(v) for v in weight_map.values()})) if isinstance(weight_map, dict) else None
