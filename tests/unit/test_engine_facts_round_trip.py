@@ -130,3 +130,46 @@ def test_the_recorded_batch_runs_beside_the_facts_and_its_output_follows_them(tm
     assert f"{nonce} fact from-batch\n" in held.probed
     assert held.probed.index(" fact ") < held.probed.index(f"{nonce} recorded {'0' * 64}")
     assert probe.parse(held.probed, 1, nonce)[0] == probe.Probe(0, "")
+
+
+def converging_prelude(root: Path, seen: list[str]) -> recorded.Prelude:
+    """Facts: whether root/etc exists. Its Directory step is planned only while it does not, so
+    the run that makes it leaves facts, and a plan, that differ from the ones it probed with."""
+
+    def script(nonce: str) -> str:
+        return f"if [ -d {root}/etc ]; then echo {nonce} present; else echo {nonce} absent; fi\n"
+
+    def build(output: str, nonce: str) -> list[RolePlan]:
+        fact = f"{nonce} present" in output and "present" or "absent"
+        seen.append(fact)
+        if fact == "present" and (root / "refuse-present").exists():
+            raise FactError("present is refused", target="t", hint="remove refuse-present")
+        conf = File(str(root / "etc" / "x.conf"), "x\n")
+        return [RolePlan("r", [conf] if fact == "present" else [Directory(str(root / "etc")), conf])]
+
+    return recorded.Prelude(recorded.key_for(["r"]), script, build)
+
+
+def test_the_run_after_one_that_changed_the_facts_is_still_one_command(tmp_path: Path):
+    state = str(tmp_path / "state")
+    seen: list[str] = []
+    cold = finish(begin(CountingTransport(), converging_prelude(tmp_path, seen), state_dir=state))
+    assert (cold.changed, cold.error) == (2, "")
+    # The facts were read again once the run had changed the target, and that plan's batch recorded.
+    assert seen == ["absent", "present"]
+    counted = CountingTransport()
+    again = finish(begin(counted, converging_prelude(tmp_path, seen), state_dir=state))
+    assert (again.changed, again.ok, again.round_trips, len(counted.commands)) == (0, 1, 1, 1)
+    assert _free(state)
+
+
+def test_facts_refused_after_the_change_fail_nothing_and_the_next_run_probes_twice(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "refuse-present").write_text("")
+    seen: list[str] = []
+    cold = finish(begin(CountingTransport(), converging_prelude(tmp_path, seen), state_dir=state))
+    assert (cold.changed, cold.failed, cold.error) == (2, 0, "")
+    assert seen == ["absent", "present"] and _free(state)
+    (tmp_path / "refuse-present").unlink()
+    again = finish(begin(CountingTransport(), converging_prelude(tmp_path, seen), state_dir=state))
+    assert (again.changed, again.round_trips) == (0, 2)  # the batch recorded is still the cold run's

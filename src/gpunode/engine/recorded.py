@@ -10,9 +10,11 @@ nonce of its own, it reads $GN), and the lock shell runs, after taking the lock:
 Back here the facts are parsed, the plan resolved and the steps built; when their batch is
 the recorded one (same digest), its output is this run's probe. Otherwise (first run, new
 plan, changed inventory) a second round trip runs the new batch and, for an applying run,
-records it, still under the lock. Facts themselves are probed on every run: they can change
-without gpunode knowing (a driver update, a model copied in); only the slow ones whose source
-files show no change in a stat are reused (facts/cache.py, also in the state folder).
+records it, still under the lock. A run that changed the target records again at its end,
+from the facts as it left them (record_next), so that the no-op after it finds its batch.
+Facts themselves are probed on every run: they can change without gpunode knowing (a driver
+update, a model copied in); only the slow ones whose source files show no change in a stat
+are reused (facts/cache.py, also in the state folder).
 """
 
 from __future__ import annotations
@@ -89,13 +91,22 @@ def recorded_digest(output: str, nonce: str) -> str | None:
     return next((m.group(2) for m in _RECORDED.finditer(output) if m.group(1) == nonce), None)
 
 
-# Second round trip of an applying run: record the new batch (atomically), then run it.
-_RECORD = lock.guard("$1", "$2") + """
+# Records the batch on stdin (atomically) as probe-$3.sh, under this run's lock.
+_STORE = lock.guard("$1", "$2") + """
 f="$1/probe-$3.sh"
 cat > "$f.new" && mv -f "$f.new" "$f" || { echo "gpunode: cannot record $f"; exit 1; }
-# Still this run's lock (the guard said so): the batch may store what it reuses (engine/reuse.py).
+"""
+
+# Second round trip of an applying run: record the new batch, then run it.
+_RECORD = _STORE + """# Still this run's lock (the guard said so): the batch may store what it reuses (engine/reuse.py).
 GN_STATE=$1 GN_EXCLUSIVE=1 GN=$4
 . "$f"
+"""
+
+# The facts again, under this run's lock, with the lock shell's names for the state folder.
+_FACTS = lock.guard("$1", "$2") + """
+exec </dev/null 2>&1
+d=$1 GN_STATE=$1 GN_EXCLUSIVE=1
 """
 
 
@@ -114,3 +125,23 @@ def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence
     if lock.lost(result.exit_code, result.stdout):
         raise lock.lost_error(target.name, state_dir)
     return probe.fill(target, folded, probe.parse_for(target.name, result.stdout, len(folded.argvs), nonce))
+
+
+def record_next(target: Transport, prelude: Prelude, argvs: Callable[[Sequence[RolePlan]], list[list[str]]], *,
+                state_dir: str, run_id: str) -> bool:
+    """After a run that changed the target: read the facts again and record the batch of the plan
+    they make, so that the next run, a no-op, finds its batch recorded and costs one round trip.
+
+    The batch recorded before applying was made from the facts as they were then, and applying
+    changes some of them (a venv made, weights staged): without this, the first no-op after every
+    change paid a second round trip. Two round trips here instead, in a run that already made
+    several. Whatever fails (a lost lock, facts the plan refuses) leaves the old record: the next
+    run then probes twice, as it would have. True when a batch was recorded."""
+    nonce = probe.new_nonce()
+    facts = target.run(shell.sh(_FACTS + prelude.script(nonce), state_dir, run_id))
+    if lock.lost(facts.exit_code, facts.stdout):
+        return False
+    body, digest = batch(passes.fold(argvs(prelude.build(facts.stdout, nonce))))
+    stored = target.run(shell.sh(_STORE, state_dir, run_id, prelude.key),
+                        stdin=f"# gpunode-probe {digest}\n{body}".encode())
+    return stored.exit_code == 0

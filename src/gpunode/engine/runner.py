@@ -11,6 +11,7 @@ because the earlier change may already have done its work.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
@@ -74,18 +75,7 @@ class _Run:
     # -- check -------------------------------------------------------------------
 
     def argvs(self) -> tuple[list[list[str]], dict[tuple[int, int], BaseException]]:
-        """Every step's probe argv of all roles, then the pending handlers' (the last one)."""
-        argvs: list[list[str]] = []
-        broken: dict[tuple[int, int], BaseException] = {}
-        for r, role in enumerate(self.roles):
-            for s, step in enumerate(role.steps):
-                try:
-                    argvs.append(step.probe())
-                except Exception as exc:  # noqa: BLE001 - reported as that step's failure
-                    broken[(r, s)] = exc
-                    argvs.append(["true"])
-        argvs.append(journal.pending_probe(self.state_dir))
-        return argvs, broken
+        return _argvs(self.roles, self.state_dir)
 
     def plan(self, results: Sequence[probe.Probe],
              broken: dict[tuple[int, int], BaseException]) -> list[list[Outcome | BaseException]]:
@@ -284,6 +274,21 @@ def _shown(handler: Handler | None) -> tuple[str, ...]:
     return tuple(c.shown() for c in handler.commands()) if handler is not None else ()
 
 
+def _argvs(roles: Sequence[RolePlan], state_dir: str) -> tuple[list[list[str]], dict[tuple[int, int], BaseException]]:
+    """Every step's probe argv of all roles, then the pending handlers' (the last one)."""
+    argvs: list[list[str]] = []
+    broken: dict[tuple[int, int], BaseException] = {}
+    for r, role in enumerate(roles):
+        for s, step in enumerate(role.steps):
+            try:
+                argvs.append(step.probe())
+            except Exception as exc:  # noqa: BLE001 - reported as that step's failure
+                broken[(r, s)] = exc
+                argvs.append(["true"])
+    argvs.append(journal.pending_probe(state_dir))
+    return argvs, broken
+
+
 def _check(step: Step, result: probe.Probe) -> Outcome | BaseException:
     try:
         return step.check(result)
@@ -353,6 +358,7 @@ class Begun:
     plans: list[list[Outcome | BaseException]]
     started: float
     error: BaseException | None = None
+    prelude: recorded.Prelude | None = None
 
 
 def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, diff: bool = False,
@@ -380,7 +386,7 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
         argvs, broken = run.argvs()
         results = recorded.results(metered, first, nonce, argvs, key=prelude.key, state_dir=state_dir,
                                    run_id=run.owner.run_id, record=not check)
-        return Begun(run, metered, held, run.plan(results, broken), started)
+        return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude)
     except LockError as exc:
         if held is not None:
             held.release()
@@ -405,6 +411,8 @@ def finish(begun: Begun) -> TargetRecap:
             run.report_plan(begun.plans)
         else:
             run.apply(begun.plans)
+            if run.stale and not run.stopped and held is not None and begun.prelude is not None:
+                _record_next(run, begun.prelude)
     except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
         recap.error = _message(exc)
         recap.exc = exc
@@ -416,6 +424,14 @@ def finish(begun: Begun) -> TargetRecap:
         recap.round_trips = begun.metered.commands
         run.emit(recap)
     return recap
+
+
+def _record_next(run: _Run, prelude: recorded.Prelude) -> None:
+    """The next run's batch, from the facts as this run left them (recorded.record_next). Only
+    ever saves the next run a round trip, so nothing here may fail this one."""
+    with contextlib.suppress(Exception):  # the next run then probes twice, as it did before
+        recorded.record_next(run.target, prelude, lambda roles: _argvs(roles, run.state_dir)[0],
+                             state_dir=run.state_dir, run_id=run.owner.run_id)
 
 
 def _changes(plans: list[list[Outcome | BaseException]]) -> bool:
