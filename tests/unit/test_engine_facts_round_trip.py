@@ -173,3 +173,15 @@ def test_facts_refused_after_the_change_fail_nothing_and_the_next_run_probes_twi
     (tmp_path / "refuse-present").unlink()
     again = finish(begin(CountingTransport(), converging_prelude(tmp_path, seen), state_dir=state))
     assert (again.changed, again.round_trips) == (0, 2)  # the batch recorded is still the cold run's
+
+
+def test_a_change_that_leaves_the_facts_as_they_were_records_nothing_again(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "fact").write_text("a")
+    counted, seen = CountingTransport(), []
+    cold = finish(begin(counted, prelude(tmp_path, seen), state_dir=state))
+    assert cold.changed == 2 and seen == ["a", "a"]  # the facts were read again at the end...
+    stores = [c for c in counted.commands if c[:2] == ["sh", "-c"] and c[2].endswith(recorded._STORE)]
+    assert stores == []  # ...and made the batch that this run recorded: nothing to store
+    again = finish(begin(CountingTransport(), prelude(tmp_path, seen), state_dir=state))
+    assert (again.changed, again.round_trips) == (0, 1)

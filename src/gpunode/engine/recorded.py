@@ -111,37 +111,42 @@ d=$1 GN_STATE=$1 GN_EXCLUSIVE=1
 
 
 def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence[str]], *, key: str,
-            state_dir: str, run_id: str, record: bool) -> list[probe.Probe]:
-    """This run's probe results: from the first trip's output when the recorded batch is this
-    run's, else from a second round trip (which records the batch when `record`)."""
+            state_dir: str, run_id: str, record: bool) -> tuple[list[probe.Probe], str]:
+    """This run's probe results and its batch's digest: the results from the first trip's output
+    when the recorded batch is this run's, else from a second round trip (which records the batch
+    when `record`)."""
     folded = passes.fold(argvs)
     body, digest = batch(folded)
     if recorded_digest(output, nonce) == digest:
-        return probe.fill(target, folded, probe.parse_for(target.name, output, len(folded.argvs), nonce))
+        return probe.fill(target, folded, probe.parse_for(target.name, output, len(folded.argvs), nonce)), digest
     if not record:
-        return probe.run_batch(target, argvs)
+        return probe.run_batch(target, argvs), digest
     text = f"# gpunode-probe {digest}\n{body}"
     result = target.run(shell.sh(_RECORD, state_dir, run_id, key, nonce), stdin=text.encode())
     if lock.lost(result.exit_code, result.stdout):
         raise lock.lost_error(target.name, state_dir)
-    return probe.fill(target, folded, probe.parse_for(target.name, result.stdout, len(folded.argvs), nonce))
+    return probe.fill(target, folded, probe.parse_for(target.name, result.stdout, len(folded.argvs), nonce)), digest
 
 
 def record_next(target: Transport, prelude: Prelude, argvs: Callable[[Sequence[RolePlan]], list[list[str]]], *,
-                state_dir: str, run_id: str) -> bool:
+                state_dir: str, run_id: str, recorded: str) -> bool:
     """After a run that changed the target: read the facts again and record the batch of the plan
     they make, so that the next run, a no-op, finds its batch recorded and costs one round trip.
 
     The batch recorded before applying was made from the facts as they were then, and applying
     changes some of them (a venv made, weights staged): without this, the first no-op after every
     change paid a second round trip. Two round trips here instead, in a run that already made
-    several. Whatever fails (a lost lock, facts the plan refuses) leaves the old record: the next
-    run then probes twice, as it would have. True when a batch was recorded."""
+    several, or one when the plan's batch is still `recorded` (the digest of the one recorded on
+    the target: a change that left the facts as they were). Whatever fails (a lost lock, facts
+    the plan refuses) leaves the old record: the next run then probes twice, as it would have.
+    True when a batch was recorded."""
     nonce = probe.new_nonce()
     facts = target.run(shell.sh(_FACTS + prelude.script(nonce), state_dir, run_id))
     if lock.lost(facts.exit_code, facts.stdout):
         return False
     body, digest = batch(passes.fold(argvs(prelude.build(facts.stdout, nonce))))
+    if digest == recorded:
+        return False
     stored = target.run(shell.sh(_STORE, state_dir, run_id, prelude.key),
                         stdin=f"# gpunode-probe {digest}\n{body}".encode())
     return stored.exit_code == 0

@@ -359,6 +359,8 @@ class Begun:
     started: float
     error: BaseException | None = None
     prelude: recorded.Prelude | None = None
+    #: the digest of the batch recorded on the target (an applying run's own, once begun)
+    digest: str = ""
 
 
 def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, diff: bool = False,
@@ -384,9 +386,9 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
         if held.fresh:  # a new target: its facts were accepted, now take the lock (nothing recorded yet)
             held = _acquire(metered, state_dir, run.owner, check, lock_wait)
         argvs, broken = run.argvs()
-        results = recorded.results(metered, first, nonce, argvs, key=prelude.key, state_dir=state_dir,
-                                   run_id=run.owner.run_id, record=not check)
-        return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude)
+        results, digest = recorded.results(metered, first, nonce, argvs, key=prelude.key, state_dir=state_dir,
+                                           run_id=run.owner.run_id, record=not check)
+        return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude, digest=digest)
     except LockError as exc:
         if held is not None:
             held.release()
@@ -412,7 +414,7 @@ def finish(begun: Begun) -> TargetRecap:
         else:
             run.apply(begun.plans)
             if run.stale and not run.stopped and held is not None and begun.prelude is not None:
-                _record_next(run, begun.prelude)
+                _record_next(run, begun.prelude, begun.digest)
     except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
         recap.error = _message(exc)
         recap.exc = exc
@@ -426,12 +428,12 @@ def finish(begun: Begun) -> TargetRecap:
     return recap
 
 
-def _record_next(run: _Run, prelude: recorded.Prelude) -> None:
+def _record_next(run: _Run, prelude: recorded.Prelude, digest: str) -> None:
     """The next run's batch, from the facts as this run left them (recorded.record_next). Only
     ever saves the next run a round trip, so nothing here may fail this one."""
     with contextlib.suppress(Exception):  # the next run then probes twice, as it did before
         recorded.record_next(run.target, prelude, lambda roles: _argvs(roles, run.state_dir)[0],
-                             state_dir=run.state_dir, run_id=run.owner.run_id)
+                             state_dir=run.state_dir, run_id=run.owner.run_id, recorded=digest)
 
 
 def _changes(plans: list[list[Outcome | BaseException]]) -> bool:
