@@ -87,7 +87,7 @@ def test_inline_reads_as_on_its_own_and_leaves_the_shell_as_it_was(tmp_path, sh)
     for argv in cases:
         assert argv[2] in inline.SAFE
         alone = subprocess.run([sh, *argv[1:]], capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-        text = STATE + probe.build([argv], "N0NCE") + STATE
+        text = probe.LOCALE + STATE + probe.build([argv], "N0NCE") + STATE
         out = subprocess.run([sh, "-c", text, "sh", "one", "two words"], capture_output=True, text=True, env=env,
                              check=True).stdout
         [got] = probe.parse(out, 1, "N0NCE")

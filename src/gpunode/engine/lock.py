@@ -40,6 +40,8 @@ from gpunode.transport.base import Held, Transport
 _PROBED = """out() { echo "$1"; [ -n "$P" ] || return 0
 ( eval "$P" ) </dev/null 2>&1; printf '\\n%s\\n' "$E"; }
 P=$3 E=$5 GN_STATE=$1
+# flock and dd, the facts and the batch load no locale (engine/probe.py, LOCALE).
+LC_ALL=C; export LC_ALL
 # A run that released the lock does not wait for its lock shell to end (transport/ssh.py): a
 # holder on its way out is waited for, a second at most, before the lock counts as taken.
 # (flock -w is not in busybox; the flock started by timeout locks the shell's own fd 9.)

@@ -34,8 +34,15 @@ def command(argv: Sequence[str]) -> str:
     return shell.join(argv)
 
 
+# The C locale for every program a batch starts: with the container's C.UTF-8 each one (stat,
+# grep, find, bash...) opens and maps ~13 files of /usr/lib/locale/C.utf8 first, ~0.25 ms a
+# program in container 200. No probe reads text as characters (GNU grep -a '' passes bytes, stat
+# and find print names as they are, Python turns on its UTF-8 mode under C), so the answers are the same.
+LOCALE = "LC_ALL=C; export LC_ALL\n"
+
+
 def build(probes: Sequence[Sequence[str]], nonce: str) -> str:
-    parts = []
+    parts = [LOCALE]
     for i, argv in enumerate(probes):
         parts.append(
             f"printf '%s begin {i}\\n' {nonce}\n"
