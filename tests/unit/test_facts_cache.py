@@ -197,27 +197,27 @@ def test_the_real_probe_groups_the_slow_sections():
 def test_lib_folders_are_read_once_each_and_only_the_driver_libraries_count(tmp_path):
     """The driver's libraries are found with one glob per folder, a folder that is a link to one
     already listed (/lib -> usr/lib) is not read again, and a change to a library that only the wide
-    glob finds (libcudart) reuses the stored section where a change to libcuda reads it again."""
+    glob finds (libcudart) reuses the stored section where a change to libcuda reads it again. A
+    name the shell would split is left out."""
     from gpunode.facts.cuda import lib_scan
 
     real, other = tmp_path / "real", tmp_path / "other"
     real.mkdir(), other.mkdir()
     (tmp_path / "alias").symlink_to(real)
-    for name in ("libcuda.so.1", "libnvidia-ml.so.1", "libnuma.so.1", "libcudart.so.12", "libfoo.so.1"):
+    for name in ("libcuda.so.1", "libnvidia-ml.so.1", "libnuma.so.1", "libcudart.so.12", "libfoo.so.1",
+                 "libcuda.so.1 (copy)"):
         (real / name).write_text("1\n")
     (other / "libnuma.so.1").write_text("1\n")
     dirs = tuple(str(tmp_path / d) for d in ("real", "alias", "other", "missing"))
 
     scanned = subprocess.run(["sh", "-c", lib_scan(dirs) + '\nprintf "%s\\n" $gn_libs'], capture_output=True,
                              text=True, check=True).stdout.split()
-    assert sorted(scanned) == sorted([*(str(real / n) for n in ("libcuda.so.1", "libcudart.so.12",
-                                                                "libnuma.so.1", "libnvidia-ml.so.1")),
+    assert sorted(scanned) == sorted([*(str(real / n) for n in ("libcuda.so.1", "libnuma.so.1", "libnvidia-ml.so.1")),
                                       str(other / "libnuma.so.1")])
 
     log, state = tmp_path / "ran.log", tmp_path / "state"
     state.mkdir()
-    patterns = tuple(f'"{d}"/{n}' for d in dirs for n in ("libcuda.so*", "libnvidia-ml.so*", "libnuma.so*"))
-    group = Group("libs", patterns, setup=(lib_scan(dirs),), scan=("$gn_libs",))
+    group = Group("libs", ("$gn_libs",), setup=(lib_scan(dirs),))
     chosen = [Snippet("libs", f'echo ran >> "{log}"', cached=group)]
     probe(chosen, "N1", state, write=True)
     probe(chosen, "N2", state, write=True)
@@ -268,3 +268,21 @@ def test_a_path_holding_the_field_separator_is_still_its_own_groups(tmp_path):
     assert runs(log) == 1
     src.write_text("version 2\n")
     assert probe(chosen, "N3", state, write=True)["slow"] == "version 2\n" and runs(log) == 2
+
+
+def test_a_group_whose_files_are_all_missing_keeps_the_next_groups_lines_theirs(tmp_path):
+    """stat's lines join a signature by their place between the "/" lines: a group that finds no
+    file must not shift the lines of the groups after it."""
+    present, log, state = tmp_path / "present", tmp_path / "ran.log", tmp_path / "state"
+    present.write_text("1\n")
+    state.mkdir()
+    chosen = [Snippet(name, f'echo {name} >> "{log}"', cached=Group(name, paths))
+              for name, paths in (("gone", (str(tmp_path / "missing*"), str(tmp_path / "nothing"))),
+                                  ("here", (str(present),)))]
+    probe(chosen, "N1", state, write=True)
+    log.write_text("")
+    present.write_text("2, longer\n")
+    probe(chosen, "N2", state, write=True)
+    assert log.read_text().split() == ["here"]
+    probe(chosen, "N3", state, write=True)
+    assert log.read_text().split() == ["here"]  # and stored anew

@@ -4,11 +4,11 @@ while a stat signature of those files is the same.
 `python3 -V`, `getconf`, `ldconfig -p`, nvidia-smi's inventory and a model's JSON files and
 safetensors header cost process starts (nvidia-smi on 8 GPUs, seconds) on every run, yet
 they can only change when a file they come from changes. Each cache group names those files
-(shell words, globs allowed, used both to stat and as case patterns) and fresh values read
-with builtins (the loaded driver's version line). The probe stats all groups' files in ONE
-`stat -L` call; a group whose signature (the probe text's digest, each file's device, inode,
-size, mtime, ctime and device numbers, the fresh values) equals the one stored in the state
-folder prints its stored sections instead of running them.
+(shell words, globs allowed) and fresh values read with builtins (the loaded driver's version
+line). The probe stats all groups' files in ONE `stat -L` call; a group whose signature (the
+probe text's digest, each file's device, inode, size, mtime, ctime and device numbers, the
+fresh values) equals the one stored in the state folder prints its stored sections instead of
+running them.
 
 Stored in the engine's state folder (like the recorded probe batch, engine/recorded.py),
 facts-<group>.sig and facts-<group>.val, written only by a probe that runs under the
@@ -42,20 +42,17 @@ class Group:
     """Sections reused while the files they come from are unchanged."""
 
     name: str
-    #: shell words of the files (globs allowed; each is also a case pattern for its stat line)
+    #: shell words of the files, given to stat (globs allowed): every file they find counts
     paths: tuple[str, ...]
-    #: pieces of shell text run before the stat (their variables are seen by `paths`, `scan` and
+    #: pieces of shell text run before the stat (their variables are seen by `paths` and
     #: `fresh`); a piece that several groups share runs once
     setup: tuple[str, ...] = ()
-    #: shell words stat is given instead of `paths`, where fewer, wider globs find the same files
-    #: (each glob reads its whole folder); `paths` still pick this group's lines out of stat's answer
-    scan: tuple[str, ...] = ()
     #: shell words of values read fresh on every run that belong in the signature
     fresh: str = ""
 
 
-# One stat for every group; its first line is "/" (a stat that failed or printed nothing
-# turns the cache off for this run). The path comes last: only it can hold a '|'.
+# One stat for every group; its first line is "/" (a stat that failed or printed something else
+# first turns the cache off for this run).
 _STAT = "stat -L -c '%d|%i|%s|%y|%z|%t:%T|%n' -- / \"$@\" 2>/dev/null"
 
 
@@ -63,23 +60,44 @@ def _digest(group: Group, text: str) -> str:
     return hashlib.sha256(repr((group, text)).encode()).hexdigest()[:16]
 
 
+def _segments(groups: Sequence[Group]) -> list[tuple[tuple[str, ...], list[str]]]:
+    """Each word once (groups share the driver's libraries, and a glob reads its whole folder),
+    gathered by the groups that name it: [(group names, words)], in the order the words come."""
+    owners: dict[str, list[str]] = {}
+    for g in groups:
+        for word in g.paths:
+            names = owners.setdefault(word, [])
+            if g.name not in names:
+                names.append(g.name)
+    segments: dict[tuple[str, ...], list[str]] = {}
+    for word, names in owners.items():
+        segments.setdefault(tuple(names), []).append(word)
+    return list(segments.items())
+
+
 def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[str, str]]:
     """(signature text, {group: its sections wrapped in the reuse-or-run-and-store shell}).
     bodies: each group's section blocks as the probe would run them."""
-    # Once each: groups share words (the driver's libraries), and each glob reads its whole folder.
-    words = " ".join(dict.fromkeys(w for g in groups for w in (g.scan or g.paths)))
+    segments = _segments(groups)
     setups = dict.fromkeys(piece.strip() for g in groups for piece in g.setup)
+    # stat answers in the order of its arguments, a line per file it finds. "/" opens the answer
+    # and stands between the segments, so a line's place says whose signature it joins: one test
+    # and one `case` of small numbers a line, where matching every group's paths as patterns cost
+    # ~90 us a line in a container (a GPU node has dozens: device nodes, driver libraries).
+    cases = [f"    {k}) " + " ".join(f'gn_sig_{n}="$gn_sig_{n} $l"' for n in names) + ";;"
+             for k, (names, _) in enumerate(segments, start=1)]
     sig = ["gn_ok=", *(f"gn_sig_{g.name}={_digest(g, bodies[g.name])}" for g in groups),
            'if [ -n "$GN_CACHE" ]; then', *setups,
-           f"set -- {words}",
+           "set -- " + " / ".join(" ".join(words) for _, words in segments),
            f"gn_stat=$({_STAT})",
-           "set -f; IFS=$gn_nl",
-           # Six short cuts, not ${l#*|*|*|*|*|*|}: dash matches that pattern against every prefix
-           # of the line, backtracking through six stars each time (~90 us a line in a container).
-           "for l in $gn_stat; do p=${l#*|}; p=${p#*|}; p=${p#*|}; p=${p#*|}; p=${p#*|}; p=${p#*|}",
-           '  case $p in /) gn_ok=1;; esac']
-    sig += [f'  case $p in {"|".join(g.paths)}) gn_sig_{g.name}="$gn_sig_{g.name} $l";; esac' for g in groups]
-    sig += ["done; unset IFS; set +f"]
+           "set -f; IFS=$gn_nl; gn_k=0 gn_root=",
+           "for l in $gn_stat; do",
+           '  if [ "$l" = "$gn_root" ]; then gn_k=$((gn_k + 1))',
+           "  else case $gn_k in",
+           "    0) case $l in *'|/') gn_root=$l gn_ok=1 gn_k=1;; *) break;; esac;;",
+           *cases,
+           "  esac; fi",
+           "done; unset IFS; set +f"]
     sig += [f'gn_sig_{g.name}="$gn_sig_{g.name} | {g.fresh}"' for g in groups if g.fresh]
     sig += ["fi", "gn_cached=", _QUOTE]
     wrapped = {}

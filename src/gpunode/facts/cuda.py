@@ -15,28 +15,30 @@ from gpunode.facts.types import CudaToolkit
 
 _LIB_GLOBS = " ".join(f'"{d}"/libcuda.so* "{d}"/libnvidia-ml.so* "{d}"/libnuma.so*' for d in LIB_DIRS)
 
-#: the driver's user-space files, each a shell glob (the nvidia cache group watches them too)
-LIB_GLOBS = tuple(f'"{d}"/{n}' for d in LIB_DIRS for n in ("libcuda.so*", "libnvidia-ml.so*", "libnuma.so*"))
-
 
 def lib_scan(dirs: tuple[str, ...]) -> str:
-    """Shell text that sets $gn_libs to one glob per folder that finds all three libraries (and a
-    few more, such as libcudart, that the case patterns of LIB_GLOBS leave out), skipping a folder
-    that is one already listed (/lib -> usr/lib on a merged /usr). A GPU host's lib folder holds
-    thousands of files and each glob reads all of them: 3000 files, six globs, 5.5 ms of every
-    no-op in a container against 0.9 ms for one."""
+    """Shell text that sets $gn_libs to the driver's libraries (libcuda.so*, libnvidia-ml.so*,
+    libnuma.so*) in these folders, for the libs and nvidia cache groups. One glob per folder
+    finds all three (and a few more, such as libcudart, that a `case` leaves out), skipping a
+    folder that is one already listed (/lib -> usr/lib on a merged /usr): a GPU host's lib folder
+    holds thousands of files and each glob reads all of them (3000 files, six globs, 5.5 ms of
+    every no-op in a container against 0.9 ms for one). A name that the shell would split or glob
+    again is no library the loader is asked for (libcuda.so.1 and its kin): left out."""
     return f"""gn_libs= gn_seen=
 for gn_d in {' '.join(dirs)}; do
   [ -d "$gn_d" ] || continue
   for gn_s in $gn_seen; do [ "$gn_d" -ef "$gn_s" ] && continue 2; done
-  gn_seen="$gn_seen $gn_d" gn_libs="$gn_libs $gn_d/lib[cn][uv][dim]*.so*"
+  gn_seen="$gn_seen $gn_d"
+  for gn_f in "$gn_d"/lib[cn][uv][dim]*.so*; do
+    case $gn_f in *[[:space:]*?[]*) ;; */libcuda.so*|*/libnvidia-ml.so*|*/libnuma.so*) gn_libs="$gn_libs $gn_f";; esac
+  done
 done"""
 
 
 LIB_SCAN = lib_scan(LIB_DIRS)
 
 # ldconfig -p reads /etc/ld.so.cache; the links are those files.
-LIBS = Group("libs", ("/etc/ld.so.cache", *LIB_GLOBS), setup=(LIB_SCAN,), scan=("/etc/ld.so.cache", "$gn_libs"))
+LIBS = Group("libs", ("/etc/ld.so.cache", "$gn_libs"), setup=(LIB_SCAN,))
 
 _TOOLKIT_DIRS = ("/usr/local/cuda", "/usr/local/cuda-*", "/opt/cuda", "/usr/lib/cuda")
 # nvcc --version and the version files: their folders, the files, the nvcc on PATH and the venv's.

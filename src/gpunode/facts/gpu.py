@@ -21,7 +21,7 @@ from importlib import resources
 import yaml
 
 from gpunode.facts.cache import Group
-from gpunode.facts.cuda import LIB_GLOBS, LIB_SCAN
+from gpunode.facts.cuda import LIB_SCAN
 from gpunode.facts.probe import Snippet
 from gpunode.facts.types import Driver, Gpu
 
@@ -35,13 +35,13 @@ QUERY_ARGS = (f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,nounits")
 # loaded module (its version line, read fresh), the device nodes, nvidia-smi and the driver's
 # libraries, or a restart of the container (GPUs are passed through at its start: PID 1's start
 # time and the boot id). Usage figures in the table are not facts gpunode reads.
-NVIDIA = Group("nvidia", ("/dev/nvidia*", '"$gn_smi"', *LIB_GLOBS), setup=(LIB_SCAN, r"""gn_smi=; set -f; IFS=:
+NVIDIA = Group("nvidia", ("/dev/nvidia*", '"$gn_smi"', "$gn_libs"), setup=(LIB_SCAN, r"""gn_smi=; set -f; IFS=:
 for dir in $PATH; do if [ -f "$dir/nvidia-smi" ] && [ -x "$dir/nvidia-smi" ]; then gn_smi=$dir/nvidia-smi; break; fi
 done; unset IFS
 gn_nvrm=; [ -r /proc/driver/nvidia/version ] && read -r gn_nvrm </proc/driver/nvidia/version
 gn_boot=; [ -r /proc/sys/kernel/random/boot_id ] && read -r gn_boot </proc/sys/kernel/random/boot_id
 gn_pid1=; [ -r /proc/1/stat ] && read -r gn_pid1 </proc/1/stat; gn_pid1=${gn_pid1##*) }
-set -- $gn_pid1; gn_pid1=${20:-}; set +f"""), scan=("/dev/nvidia*", '"$gn_smi"', "$gn_libs"),
+set -- $gn_pid1; gn_pid1=${20:-}; set +f"""),
     fresh='nvrm=$gn_nvrm boot=$gn_boot pid1=$gn_pid1')
 
 SNIPPETS = (
