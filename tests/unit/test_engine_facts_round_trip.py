@@ -185,3 +185,15 @@ def test_a_change_that_leaves_the_facts_as_they_were_records_nothing_again(tmp_p
     assert stores == []  # ...and made the batch that this run recorded: nothing to store
     again = finish(begin(CountingTransport(), prelude(tmp_path, seen), state_dir=state))
     assert (again.changed, again.round_trips) == (0, 1)
+
+
+def test_a_run_that_only_rewrites_a_file_does_not_read_the_facts_again(tmp_path: Path):
+    state = str(tmp_path / "state")
+    (tmp_path / "fact").write_text("a")
+    run(tmp_path, state)
+    (tmp_path / "etc" / "a.conf").write_text("drifted\n")
+    recap, commands, seen = run(tmp_path, state)
+    # lock+facts+batch, the file's write, its journal line: no facts at the end (File.changes_facts)
+    assert (recap.changed, seen, len(commands)) == (1, ["a"], 3)
+    again, _, _ = run(tmp_path, state)
+    assert (again.changed, again.round_trips) == (0, 1)

@@ -130,8 +130,9 @@ def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence
 
 def record_next(target: Transport, prelude: Prelude, argvs: Callable[[Sequence[RolePlan]], list[list[str]]], *,
                 state_dir: str, run_id: str, recorded: str) -> bool:
-    """After a run that changed the target: read the facts again and record the batch of the plan
-    they make, so that the next run, a no-op, finds its batch recorded and costs one round trip.
+    """After a run that applied a step that may change the facts (Step.changes_facts): read the
+    facts again and record the batch of the plan they make, so that the next run, a no-op, finds
+    its batch recorded and costs one round trip.
 
     The batch recorded before applying was made from the facts as they were then, and applying
     changes some of them (a venv made, weights staged): without this, the first no-op after every

@@ -58,6 +58,7 @@ class _Run:
     notifiers: dict[Pending, list[str]] = field(default_factory=dict)
     changed_something: bool = False  # since this role's steps were last probed
     stale: bool = False  # anything changed since the first batched probe
+    facts_touched: bool = False  # a step that may change the facts was applied (Step.changes_facts)
     stopped: str = ""  # why later steps are skipped, once something failed
     steps_reported: int = 0
 
@@ -171,6 +172,7 @@ class _Run:
             for name in step.notify:
                 self.notifiers.setdefault((role.name, name), []).append(step.id)
             self.changed_something = self.stale = True
+            self.facts_touched = self.facts_touched or step.changes_facts
             step.apply(self.target)
             entry = Entry(self.owner.run_id, self._by(), role.name, "step", step.id, outcome.summary)
             journal.update(self.target, self.state_dir, self.owner.run_id, entries=[entry])
@@ -413,7 +415,7 @@ def finish(begun: Begun) -> TargetRecap:
             run.report_plan(begun.plans)
         else:
             run.apply(begun.plans)
-            if run.stale and not run.stopped and held is not None and begun.prelude is not None:
+            if run.facts_touched and not run.stopped and held is not None and begun.prelude is not None:
                 _record_next(run, begun.prelude, begun.digest)
     except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
         recap.error = _message(exc)

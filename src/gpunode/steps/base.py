@@ -22,7 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
@@ -152,6 +152,10 @@ class Step(ABC):
     notify: Sequence[str] = field(default=(), kw_only=True)
     #: Optional label shown in output instead of the derived id.
     label: str = field(default="", kw_only=True)
+    #: Whether applying it may change what the facts say (a package, a venv, a link on PATH...): a
+    #: run that applied one reads the facts again at its end (engine/recorded.py, record_next).
+    #: False only where it cannot (a file's content, a unit's state, a health wait).
+    changes_facts: ClassVar[bool] = True
 
     @property
     @abstractmethod

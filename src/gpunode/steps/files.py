@@ -13,7 +13,7 @@ import difflib
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
@@ -130,6 +130,8 @@ class File(Step):
 
     sensitive: keep the content out of diffs (tokens, keys).
     """
+
+    changes_facts: ClassVar[bool] = False
 
     path: str
     content: str | bytes = ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import ClassVar
 from urllib.parse import urlsplit
 
 from gpunode import shell
@@ -142,6 +143,8 @@ class Ready(Step):
     + endpoints: servers first, router last
     + grace_s: how long model load and JIT may take (first boot of a node is slow)
     """
+
+    changes_facts: ClassVar[bool] = False
 
     endpoints: list[Endpoint] = field(default_factory=list)
     grace_s: int = 1800

@@ -7,6 +7,7 @@ inference servers): a web server, a metrics port, a stand-in in a benchmark.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from gpunode import shell
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
@@ -41,6 +42,8 @@ class Answering(Step):
     + urls: e.g. http://127.0.0.1:8080/
     + units: the units behind them, whose journal a failure shows
     """
+
+    changes_facts: ClassVar[bool] = False
 
     urls: list[str] = field(default_factory=list)
     units: list[str] = field(default_factory=list)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
@@ -50,6 +50,8 @@ class Unit(Step):
     By default it notifies daemon-reload and restart:<name>; restart=False
     notifies only daemon-reload.
     """
+
+    changes_facts: ClassVar[bool] = False
 
     name: str
     content: str | None = None
@@ -98,6 +100,8 @@ def parse_show(output: str) -> dict[str, str]:
 @dataclass
 class Service(Step):
     """The unit is enabled (or not) and running (or not); None leaves that side alone."""
+
+    changes_facts: ClassVar[bool] = False
 
     name: str
     enabled: bool | None = True
