@@ -10,8 +10,9 @@ nonce of its own, it reads $GN), and the lock shell runs, after taking the lock:
 Back here the facts are parsed, the plan resolved and the steps built; when their batch is
 the recorded one (same digest), its output is this run's probe. Otherwise (first run, new
 plan, changed inventory) a second round trip runs the new batch and, for an applying run,
-records it, still under the lock. A run that changed the target records again at its end,
-from the facts as it left them (record_next), so that the no-op after it finds its batch.
+records it, still under the lock. A run that applied a step that may change the facts reads
+them again at its end and records the batch they make (record_next), so that the no-op after it
+finds its batch.
 Facts themselves are probed on every run: they can change without gpunode knowing (a driver
 update, a model copied in); only the slow ones whose source files show no change in a stat
 are reused (facts/cache.py, also in the state folder).
