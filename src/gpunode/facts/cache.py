@@ -82,8 +82,9 @@ def shell(groups: Sequence[Group], bodies: dict[str, str]) -> tuple[str, dict[st
     setups = dict.fromkeys(piece.strip() for g in groups for piece in g.setup)
     # stat answers in the order of its arguments, a line per file it finds. "/" opens the answer
     # and stands between the segments, so a line's place says whose signature it joins: one test
-    # and one `case` of small numbers a line, where matching every group's paths as patterns cost
-    # ~90 us a line in a container (a GPU node has dozens: device nodes, driver libraries).
+    # and one `case` of small numbers a line, half the shell work of cutting the path out of the
+    # line and matching it against every group's paths (a GPU node has dozens of lines: device
+    # nodes, driver libraries).
     cases = [f"    {k}) " + " ".join(f'gn_sig_{n}="$gn_sig_{n} $l"' for n in names) + ";;"
              for k, (names, _) in enumerate(segments, start=1)]
     sig = ["gn_ok=", *(f"gn_sig_{g.name}={_digest(g, bodies[g.name])}" for g in groups),
