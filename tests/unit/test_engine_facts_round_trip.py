@@ -140,7 +140,7 @@ def converging_prelude(root: Path, seen: list[str]) -> recorded.Prelude:
         return f"if [ -d {root}/etc ]; then echo {nonce} present; else echo {nonce} absent; fi\n"
 
     def build(output: str, nonce: str) -> list[RolePlan]:
-        fact = f"{nonce} present" in output and "present" or "absent"
+        fact = "present" if f"{nonce} present" in output else "absent"
         seen.append(fact)
         if fact == "present" and (root / "refuse-present").exists():
             raise FactError("present is refused", target="t", hint="remove refuse-present")
@@ -181,7 +181,7 @@ def test_a_change_that_leaves_the_facts_as_they_were_records_nothing_again(tmp_p
     counted, seen = CountingTransport(), []
     cold = finish(begin(counted, prelude(tmp_path, seen), state_dir=state))
     assert cold.changed == 2 and seen == ["a", "a"]  # the facts were read again at the end...
-    stores = [c for c in counted.commands if c[:2] == ["sh", "-c"] and c[2].endswith(recorded._STORE)]
+    stores = [c for c in counted.commands if c[:3] == ["sh", "-c", recorded._STORE]]
     assert stores == []  # ...and made the batch that this run recorded: nothing to store
     again = finish(begin(CountingTransport(), prelude(tmp_path, seen), state_dir=state))
     assert (again.changed, again.round_trips) == (0, 1)

@@ -98,17 +98,18 @@ f="$1/probe-$3.sh"
 cat > "$f.new" && mv -f "$f.new" "$f" || { echo "gpunode: cannot record $f"; exit 1; }
 """
 
+# What a probe sees in the lock shell (engine/lock.py): the state folder as $d and $GN_STATE, and
+# GN_EXCLUSIVE, which lets it store what it reuses (the facts cache, engine/reuse.py). Commands of
+# a later round trip set the same, once the guard has said that this run still holds the lock.
+_UNDER_LOCK = "d=$1 GN_STATE=$1 GN_EXCLUSIVE=1\n"
+
 # Second round trip of an applying run: record the new batch, then run it.
-_RECORD = _STORE + """# Still this run's lock (the guard said so): the batch may store what it reuses (engine/reuse.py).
-GN_STATE=$1 GN_EXCLUSIVE=1 GN=$4
+_RECORD = _STORE + _UNDER_LOCK + """GN=$4
 . "$f"
 """
 
-# The facts again, under this run's lock, with the lock shell's names for the state folder.
-_FACTS = lock.guard("$1", "$2") + """
-exec </dev/null 2>&1
-d=$1 GN_STATE=$1 GN_EXCLUSIVE=1
-"""
+# The facts again, at the end of an applying run (record_next).
+_FACTS = lock.guard("$1", "$2") + "\nexec </dev/null 2>&1\n" + _UNDER_LOCK
 
 
 def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence[str]], *, key: str,
