@@ -76,13 +76,30 @@ def test_field_notes_emits_no_mtp_flags_because_the_checkpoint_has_no_mtp_weight
     assert d.value == "off" and "mtp_weights=False" in d.fact
 
 
-def test_field_notes_mamba_flag_is_the_name_that_exists_in_the_chosen_version():
+def test_field_notes_mamba_strategy_is_left_to_sglang():
+    """No rule knows better than SGLang's own choice (its auto), so the plan passes no mamba flag."""
     plan = resolve(field_notes())
     argv = plan.servers[0].argv
-    assert flags_of(argv)["--mamba-radix-cache-strategy"] == "no_buffer"
-    assert "--mamba-scheduler-strategy" not in argv
+    assert "--mamba-radix-cache-strategy" not in argv and "--mamba-scheduler-strategy" not in argv
+    assert "--disable-overlap-schedule" not in argv
+    assert plan.decision("mamba cache").value == "left to SGLang (no flag)"
+
+
+@pytest.mark.parametrize("pinset, flag, overlap_off", [
+    ("cu13-latest", "--mamba-radix-cache-strategy", True),
+    ("cu13-b", "--mamba-radix-cache-strategy", True),
+    # 0.5.12.post1 and older turned the overlap schedule off by themselves
+    ("cu13-a", "--mamba-scheduler-strategy", False),
+])
+def test_no_buffer_brings_what_each_versions_checks_require(pinset, flag, overlap_off):
+    plan = resolve(field_notes(), {"pinset": pinset, "mamba_strategy": "no_buffer"})
+    argv = plan.servers[0].argv
+    assert flags_of(argv)[flag] == "no_buffer"
+    assert ("--disable-overlap-schedule" in argv) is overlap_off
     r = row(load(), "mamba_strategy", "sglang", plan.engine_version)
-    assert r.flag == "--mamba-radix-cache-strategy" and "--mamba-scheduler-strategy" in r.removed
+    assert r.flag == flag
+    if overlap_off:
+        assert "--disable-overlap-schedule" in plan.decision("mamba cache").reason
 
 
 def test_field_notes_pins_nvcc_to_torch_cuda_and_overlays_flashinfer_cccl():
@@ -120,13 +137,13 @@ def test_field_notes_every_decision_names_its_reason_and_rule_or_source():
         assert d.reason, d
         assert d.rule or d.source or "inventory" in d.reason, d
     text = explain(plan)
-    for needle in ("pin set: cu13-latest", "attention backend: flashinfer", "--mamba-radix-cache-strategy no_buffer",
+    for needle in ("pin set: cu13-latest", "attention backend: flashinfer", "mamba cache: left to SGLang",
                    "MTP: off", "fix: cccl-overlay", "compat/gpus.yml:"):
         assert needle in text
 
 
 def test_field_notes_with_the_older_pinset_uses_the_old_flag_and_installs_libnuma():
-    plan = resolve(field_notes(), {"pinset": "cu13-a"})
+    plan = resolve(field_notes(), {"pinset": "cu13-a", "mamba_strategy": "no_buffer"})
     argv = plan.servers[0].argv
     assert flags_of(argv)["--mamba-scheduler-strategy"] == "no_buffer"
     assert "--mamba-radix-cache-strategy" not in argv
@@ -150,7 +167,7 @@ def test_b200_recorded_driver_575_gets_the_cuda12_pinset_with_trtllm_mha():
     assert "cu13-latest (driver 575.57.08 < 580" in plan.decision("pin set").reason
     argv = flags_of(plan.servers[0].argv)
     assert argv["--attention-backend"] == "trtllm_mha" and argv["--mm-attention-backend"] == "fa4"
-    assert argv["--mamba-scheduler-strategy"] == "no_buffer"
+    assert "--mamba-scheduler-strategy" not in argv      # left to SGLang
     assert [p.requirement for p in plan.packages][1] == "torch==2.9.1+cu129"
     assert plan.indexes.extra_index_urls == ("https://download.pytorch.org/whl/cu129",)
     assert any("cu12-legacy: unconfirmed" in w for w in plan.warnings)
@@ -283,7 +300,7 @@ def test_cpu_slots_and_cores_follow_the_inventory():
     ({"model_name": "Qwen3.6-27B-BF16"}, "--served-model-name", "Qwen3.6-27B-BF16"),
     ({"attention_backend": "triton"}, "--attention-backend", "triton"),
     ({"mamba_strategy": "extra_buffer"}, "--mamba-radix-cache-strategy", "extra_buffer"),
-    ({"engine_version": "0.5.17"}, "--mamba-radix-cache-strategy", "no_buffer"),
+    ({"engine_version": "0.5.17", "mamba_strategy": "no_buffer"}, "--mamba-radix-cache-strategy", "no_buffer"),
     ({"base_port": 40001}, "--port", "40001"),
     ({"extra_args": "--watchdog-timeout 1200"}, "--watchdog-timeout", "1200"),
 ])

@@ -53,7 +53,7 @@ def test_offline_plan_from_nvidia_smi_and_a_model_directory(qwen36_dir: Path):
     assert plan["pinset"] == "cu13-latest" and plan["topology"]["servers"] == 8
     argv = plan["servers"][0]["argv"]
     assert argv[argv.index("--attention-backend") + 1] == "flashinfer"
-    assert argv[argv.index("--mamba-radix-cache-strategy") + 1] == "no_buffer"
+    assert "--mamba-radix-cache-strategy" not in argv      # SGLang's own choice
     assert not any(a.startswith("--speculative") for a in argv)
     assert plan["model"]["size_bytes"] == 52 * 10**9 // 15 * 15 + sum(
         p.stat().st_size for p in qwen36_dir.iterdir() if p.suffix == ".json")

@@ -91,13 +91,19 @@ def test_every_flag_and_value_a_plan_emits_is_in_the_emittable_set(name, facts, 
     assert not set(em.removed) & {u.flag for u in plan_uses(plan)}
 
 
+def rows_of(em, flag: str, value: str | None) -> list[str]:
+    return [u.where for u in em.uses if (u.flag, u.value) == (flag, value)]
+
+
 def test_the_field_notes_plan_flags_are_listed_with_their_kb_rows():
-    plan = resolve(field_notes())
+    plan = resolve(field_notes(), {"mamba_strategy": "no_buffer"})
     em = emittable(KB, KB.pinset(plan.pinset))
     emitted = {(u.flag, u.value) for u in plan_uses(plan)}
     assert ("--attention-backend", "flashinfer") in emitted
     assert ("--mamba-radix-cache-strategy", "no_buffer") in emitted
-    def rows(flag: str, value: str) -> list[str]:
+    assert ("--disable-overlap-schedule", None) in emitted
+    assert any("requires[no_buffer]" in w for w in rows_of(em, "--disable-overlap-schedule", None))
+    def rows(flag: str, value: str | None) -> list[str]:
         return [u.where for u in em.uses if (u.flag, u.value) == (flag, value)]
 
     assert any(w.startswith("gpus.yml:") and "archs[12.0]" in w for w in rows("--attention-backend", "flashinfer"))

@@ -67,6 +67,7 @@ def emittable(kb: KB, p: Pinset) -> Emittable:
             flag_of[name] = r.flag
             uses += [Use(r.flag, x, where) for x in r.values] or [Use(r.flag, ANY, where)]
             uses += [Use(d, ANY, f"{where} deprecated") for d in r.deprecated]
+            uses += [u for value, args in r.requires.items() for u in pairs(args, f"{where} requires[{value}]")]
             removed.update({x: f"{where} removed" for x in r.removed})
     if e == "sglang":
         uses += _archs(kb, v, flag_of)

@@ -80,6 +80,7 @@ def decide_mtp(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, target: str
 
 def mamba(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, mtp: bool, target: str,
           trail: Trail) -> list[str]:
+    """The mamba cache strategy: MTP's rule, the inventory's choice, or SGLang's own (no flag at all)."""
     if not rule.hybrid or p.engine != "sglang":
         return []
     fam = rule.family
@@ -96,17 +97,25 @@ def mamba(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, mtp: bool, targe
                                target=target, hint="drop mamba_strategy or set mtp: false")
     elif choices.mamba_strategy:
         value, why, src = choices.mamba_strategy, "set by the inventory (mamba_strategy)", r.source
+    elif fam and fam.mamba_strategy:
+        value, why, src = fam.mamba_strategy, "the family's rule", fam.mamba_strategy_source
     else:
-        value = (fam.mamba_strategy if fam else None) or "auto"
-        why = "the family's default without MTP (less memory than extra_buffer)"
-        src = fam.mamba_strategy_source if fam else r.source
+        trail.decide("mamba cache", "left to SGLang (no flag)",
+                     f"no rule knows better than sglang {p.version}'s own choice ({r.flag} auto); "
+                     "set mamba_strategy: no_buffer where the extra buffer runs out of memory",
+                     fact="hybrid Gated DeltaNet model", rule=kb.options["mamba_strategy"].where,
+                     source=f"field-notes.md (no_buffer after memory trouble on RTX PRO 6000); {r.source}")
+        return []
     if r.values and value not in r.values:
         raise ResolveError(f"mamba cache strategy {value} does not exist in sglang {p.version} "
                            f"(it accepts {', '.join(r.values)})", target=target, hint="choose one of those")
-    trail.decide("mamba cache", f"{r.flag} {value}", f"{why}; the flag is named {r.flag} in sglang {p.version}",
+    needs = list(r.requires.get(value, ()))
+    trail.decide("mamba cache", " ".join([r.flag, value, *needs]),
+                 f"{why}; the flag is named {r.flag} in sglang {p.version}"
+                 + (f", whose own checks require {' '.join(needs)} with {value}" if needs else ""),
                  fact="hybrid Gated DeltaNet model", rule=kb.options["mamba_strategy"].where,
                  source=f"{src}; {r.source}")
-    return [r.flag, value]
+    return [r.flag, value, *needs]
 
 
 def engine_args(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule, choices: Choices, mem_fraction: float,

@@ -142,6 +142,8 @@ class FlagRow:
     deprecated: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     source: str = ""
+    # value -> the arguments that this version's own checks require beside it
+    requires: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

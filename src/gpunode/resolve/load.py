@@ -218,9 +218,11 @@ def _option(name: str, r: Reader) -> Option:
             continue
         found = []
         for row in [Reader(v, f"{r.path}.{engine}[{i}]", r.file) for i, v in enumerate(value or [])]:
-            row.only({"engine", "flag", "values", "deprecated", "removed", "source"})
+            row.only({"engine", "flag", "values", "deprecated", "removed", "requires", "source"})
+            needs = row.child("requires") if "requires" in row.node else None
+            requires = {str(k): needs.strings(k) for k in needs.node} if needs else {}
             found.append(FlagRow(_spec(row, "engine"), row.text("flag"), row.strings("values", ()),
-                                 row.strings("deprecated", ()), row.strings("removed", ()), row.source()))
+                                 row.strings("deprecated", ()), row.strings("removed", ()), row.source(), requires))
         rows[engine] = tuple(found)
     return Option(name, rows, r.source(), r.where())
 
