@@ -152,6 +152,13 @@ def test_field_notes_with_the_older_pinset_uses_the_old_flag_and_installs_libnum
     assert "libnuma" in fix_ids(plan) and "cccl-overlay" in fix_ids(plan)
 
 
+def test_cu13b_installs_no_libnuma_and_warns_nothing_unconfirmed():
+    """sglang-kernel 0.4.5's six native libraries link no libnuma.so.1 (readelf of the wheel)."""
+    plan = resolve(field_notes(), {"pinset": "cu13-b"})
+    assert "libnuma" not in fix_ids(plan)
+    assert not any("unconfirmed" in w for w in plan.warnings)
+
+
 def test_cu13b_needs_no_cccl_overlay_because_its_pip_cccl_is_newer_than_flashinfers():
     plan = resolve(field_notes(), {"pinset": "cu13-b"})
     # nvidia-cuda-cccl 13.3.5.0.6 (CCCL 3.5.0) >= flashinfer 0.6.15.post1's vendored 3.3.2
