@@ -1,0 +1,241 @@
+"""Runs inside a judge environment (gpunode/judge/env.py), never inside gpunode.
+
+Reads cases as JSON lines on stdin, one per plan server: {"id", "argv", "gpu": {"cc", "name",
+"memory_mib", "count", "cuda"}}. Writes one JSON line per case on stdout: {"id", "accepted",
+"error", "where", "resolved"}, where `resolved` holds the ServerArgs fields SGLang filled in for
+itself (the attention backend it picked, the mamba strategy, the overlap schedule, ...).
+
+What is real: sglang's own parser and ServerArgs.__post_init__ of the installed release, with the
+release's own dependencies at the versions its lock names. What stands in, and why:
+- the device queries: torch.cuda's capability, name, count and memory answer with the case's GPU,
+  and `nvidia-smi --query-gpu=memory.total` (which sglang runs for the memory) is a script that
+  prints the case's memory. torch.version.cuda is the pin set's CUDA.
+- GPU-only kernel packages (sgl_kernel, flashinfer, ...): their native libraries need libcuda and
+  a GPU to load. sglang imports them at module level when it sees CUDA, and argument checks never
+  call into them, so an importable stand-in takes their place (KERNEL_PACKAGES below).
+
+sglang computes some device facts once at import time (module-level `_is_sm100_supported`), so the
+cases of each compute capability run in a forked process that imports sglang after its stubs are
+set; within it, each case sets the GPU's name, memory and count and clears sglang's cached answers.
+This file uses the standard library, torch and sglang only: it runs under the judge's Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import io
+import json
+import os
+import sys
+import tempfile
+import traceback
+import types
+
+# The import names of the lock's GPU-only packages that the environment leaves out (env.py sets it).
+KERNEL_PACKAGES = tuple(n for n in os.environ.get("GPUNODE_JUDGE_STANDINS", "").split(",") if n)
+# The fields a case reports back: what SGLang decided for the arguments it was given.
+RESOLVED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "mm_attention_backend",
+            "mamba_radix_cache_strategy", "mamba_scheduler_strategy", "disable_overlap_schedule",
+            "disable_radix_cache", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs",
+            "tp_size", "dp_size", "page_size", "speculative_algorithm", "moe_runner_backend", "quantization",
+            "kv_cache_dtype", "sampling_backend", "grammar_backend", "reasoning_parser", "tool_call_parser",
+            "linear_attn_backend", "mamba_backend", "max_running_requests", "context_length")
+
+
+class _Anything(types.ModuleType):
+    """A stand-in module: any attribute is a harmless callable, submodules import."""
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Thing(f"{self.__name__}.{name}")
+
+
+class _Thing:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]          # used as a decorator
+        return _Thing(self._name + "()")
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _Thing(f"{self._name}.{name}")
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        return (object,)
+
+    def __iter__(self):
+        return iter(())
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class _StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in KERNEL_PACKAGES:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = _Anything(spec.name)
+        module.__path__ = []
+        module.__version__ = "0.0.0"
+        return module
+
+    def exec_module(self, module) -> None:
+        pass
+
+
+_GPU: dict = {}      # the case being judged; the stubs below answer from it
+
+
+def _fake_nvidia_smi(folder: str) -> None:
+    """`nvidia-smi --query-gpu=memory.total` answers one line per GPU of the case, as the real one does."""
+    path = os.path.join(folder, "nvidia-smi")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("#!/bin/sh\n" + "".join(f"echo {int(_GPU['memory_mib'])}\n" for _ in range(int(_GPU["count"]))))
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+
+
+def _stub_device(torch) -> str:
+    def capability(device=None) -> tuple[int, int]:
+        major, minor = _GPU["cc"].split(".")
+        return int(major), int(minor)
+
+    def properties(device=None) -> object:
+        major, minor = capability()
+        return types.SimpleNamespace(name=_GPU["name"], total_memory=int(_GPU["memory_mib"]) << 20, major=major,
+                                     minor=minor, multi_processor_count=int(_GPU.get("sms") or 132),
+                                     is_integrated=False, L2_cache_size=50 << 20, uuid="GPU-judge", warp_size=32)
+
+    cuda = torch.cuda
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: int(_GPU["count"])
+    cuda.current_device = lambda: 0
+    cuda.get_device_capability = capability
+    cuda.get_device_name = lambda device=None: _GPU["name"]
+    cuda.get_device_properties = properties
+    cuda.mem_get_info = lambda device=None: (int(_GPU["memory_mib"]) << 20,) * 2
+    torch.version.cuda = _GPU["cuda"]
+    torch.version.hip = None
+    folder = tempfile.mkdtemp(prefix="gpunode-judge-")
+    os.environ["PATH"] = folder + os.pathsep + os.environ["PATH"]
+    return folder
+
+
+def _forget_device_answers() -> None:
+    """sglang caches some answers (lru_cache); a case with another GPU must not see the last one's."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("sglang") and module is not None:
+            for value in list(vars(module).values()):
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear) and getattr(value, "__module__", "") == name:
+                    clear()
+
+
+def _where(exc: BaseException) -> str:
+    """The innermost sglang frame that raised: file (inside the package) and line."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f"{f.filename.split('/sglang/', 1)[1]}:{f.lineno} ({f.name})"
+
+
+def _judge(prepare, case: dict) -> dict:
+    saved = dict(os.environ)
+    log = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+            args = prepare(list(case["argv"]))
+        resolved = {}
+        for key in RESOLVED:
+            value = getattr(args, key, None)
+            if value is None or isinstance(value, (bool, int, float, str)):
+                resolved[key] = value
+            else:
+                resolved[key] = str(value)
+        return {"id": case["id"], "accepted": True, "error": "", "where": "", "resolved": resolved}
+    except SystemExit as exc:   # argparse: an unknown flag or a bad choice
+        text = log.getvalue().strip().splitlines()
+        return {"id": case["id"], "accepted": False, "error": (text[-1] if text else f"exit {exc.code}"),
+                "where": "argument parser", "resolved": {}}
+    except ModuleNotFoundError as exc:
+        # the environment lacks a module: the judge's fault, not the plan's
+        return {"id": case["id"], "accepted": None, "error": f"{type(exc).__name__}: {exc}", "where": _where(exc),
+                "resolved": {}}
+    except Exception as exc:
+        return {"id": case["id"], "accepted": False, "error": f"{type(exc).__name__}: {exc}", "where": _where(exc),
+                "resolved": {}}
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _run_group(cases: list[dict]) -> None:
+    import torch
+
+    _GPU.update(cases[0]["gpu"])
+    folder = _stub_device(torch)
+    _fake_nvidia_smi(folder)
+    out = sys.stdout
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            from sglang.srt.server_args import prepare_server_args
+    except BaseException as exc:
+        for case in cases:
+            out.write(json.dumps({"id": case["id"], "accepted": None, "where": _where(exc), "resolved": {},
+                                  "error": f"importing sglang.srt.server_args failed: {type(exc).__name__}: {exc}"})
+                      + "\n")
+        out.flush()
+        return
+    for case in cases:
+        _GPU.clear()
+        _GPU.update(case["gpu"])
+        _fake_nvidia_smi(folder)
+        _forget_device_answers()
+        out.write(json.dumps(_judge(prepare_server_args, case)) + "\n")
+        out.flush()
+
+
+def main() -> int:
+    sys.meta_path.insert(0, _StandIns())
+    cases = [json.loads(line) for line in sys.stdin if line.strip()]
+    # One process per compute capability: sglang reads the capability at import time in places,
+    # while the name, memory and count are read when the arguments are checked.
+    groups: dict[str, list[dict]] = {}
+    for case in cases:
+        groups.setdefault(f"{case['gpu']['cc']} CUDA {case['gpu']['cuda']}", []).append(case)
+    import torch  # noqa: F401  (imported once here, so each fork starts with it loaded)
+
+    for key, group in groups.items():
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _run_group(group)
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            print(f"gpunode judge: the process for GPU {key} ended with status {status}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

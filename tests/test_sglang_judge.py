@@ -1,0 +1,155 @@
+"""SGLang itself accepts every plan the resolver makes: each pin set's own parser and argument checks.
+
+For each SGLang pin set, a judge environment holds that release's sglang and its lock's
+dependencies (gpunode/judge/env.py; the first build downloads them from PyPI and takes minutes,
+later runs reuse ~/.cache/gpunode/judge). Every plan the resolver makes for that pin set, over
+each recorded GPU (tests/data/nvidia-smi) x each recorded model config (tests/data/models) x the
+variables that change flags, goes through sglang's `prepare_server_args`, whose ServerArgs
+__post_init__ runs every cross-flag check of the release. A plan SGLang rejects fails here with
+SGLang's own message and the place in sglang that raised it.
+
+What cannot run without a GPU, and so is not judged here: the checks that need the GPU itself
+(kernel loading, memory profiling, CUDA graph capture) and anything after ServerArgs
+(model loading). child.py says which device queries and kernel packages stand in.
+
+Slow and needs PyPI the first time: marked `slow`; without PyPI it skips, and fails under CI=true.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from gpunode.errors import ResolveError
+from gpunode.facts.model import parse_model
+from gpunode.facts.types import Driver, Facts, Install
+from gpunode.judge import Case, Gpu, Verdict, judge
+from gpunode.judge.env import JudgeEnv, JudgeError, build, lock_file
+from gpunode.pinlocks import ROOT as LOCKS
+from gpunode.resolve import resolve
+from gpunode.resolve.load import load
+from tests.unit.resolve_facts import KPRO6_CT, smi
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parent / "data"
+KB = load()
+SGLANG = [p for p in KB.pinsets if p.engine == "sglang"]
+# The driver every pin set accepts: the question here is SGLang's checks, not the driver floor.
+DRIVER = Driver("580.95.05", "13.0")
+
+
+def env_of(pinset: str) -> JudgeEnv:
+    p = KB.pinset(pinset)
+    # a pin set without a lock for this Python is judged with the lock of a pin set of the same sglang
+    same = [q.id for q in SGLANG if q.version == p.version and lock_file(LOCKS, q.id).exists()]
+    try:
+        return build(same[0] if same else pinset, LOCKS, log=lambda m: print(m, flush=True))
+    except JudgeError as e:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{e} (CI=true: the judge must be buildable here)")
+        pytest.skip(str(e))
+
+
+def gpu_shapes() -> dict[str, tuple]:
+    out = {}
+    for folder in sorted((DATA / "nvidia-smi").iterdir()):
+        if folder.is_dir():
+            try:
+                gpus, _ = smi(folder.name)
+            except Exception:       # a report gpunode refuses to read is not a plan
+                continue
+            if gpus:
+                out[folder.name] = gpus
+    return out
+
+
+def models() -> dict[str, Path]:
+    return {f.name: f for f in sorted((DATA / "models").iterdir()) if (f / "config.json").exists()}
+
+
+def model_facts(folder: Path):
+    def text(name: str) -> str | None:
+        p = folder / name
+        return p.read_text() if p.exists() else None
+    return parse_model(f"/dev/shm/{folder.name}", "", text("config.json"), text("model.safetensors.index.json"),
+                       text("hf_quant_config.json"), None)
+
+
+def variables(gpu_cc: str, hybrid: bool) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = [{}]
+    arch = KB.arch(gpu_cc)
+    for b in (arch.attention_allowed if arch else ()):
+        out.append({"attention_backend": b})
+    if hybrid:
+        out += [{"mamba_strategy": s} for s in ("no_buffer", "extra_buffer")]
+    return out
+
+
+def cases_for(pinset: str) -> tuple[list[Case], dict[str, str], int]:
+    """(cases, case id -> how the plan was made, refusals)."""
+    cases: dict[tuple, Case] = {}
+    how: dict[str, str] = {}
+    refused = 0
+    p = KB.pinset(pinset)
+    for shape, gpus in gpu_shapes().items():
+        for name, folder in models().items():
+            model = model_facts(folder)
+            facts = Facts(f"judge/{shape}", gpus, DRIVER, KPRO6_CT, Install(), model)
+            for extra in variables(gpus[0].compute_cap, model.hybrid_linear_attention):
+                try:
+                    plan = resolve(facts, {"pinset": pinset, **extra})
+                except ResolveError:
+                    refused += 1
+                    continue
+                s = plan.servers[0]
+                first = next(g for g in gpus if g.index in s.gpus) if s.gpus else gpus[0]
+                gpu = Gpu(first.compute_cap, first.name, first.memory_mib or 81559,
+                          max(1, len(s.gpus)), p.torch_cuda or "13.0")
+                key = (s.args, str(folder), gpu)
+                if key in cases:
+                    continue
+                cid = f"{shape}/{name}/{'+'.join(f'{k}={v}' for k, v in extra.items()) or 'default'}"
+                cases[key] = Case(cid, s.args, str(folder), gpu)
+                how[cid] = " ".join(s.args)
+    return list(cases.values()), how, refused
+
+
+def report(v: Verdict, how: str) -> str:
+    return f"{v.id}: sglang rejects `{how}`:\n      {v.error} [{v.where}]"
+
+
+@pytest.mark.parametrize("pinset", [p.id for p in SGLANG])
+def test_sglang_accepts_every_plan_of_the_pinset(pinset: str, capsys):
+    env = env_of(pinset)
+    cases, how, refused = cases_for(pinset)
+    assert cases, "the resolver made no plan for this pin set: the test checked nothing"
+    verdicts = judge(env, cases)
+    broken = [v for v in verdicts if v.accepted is None]
+    rejected = [v for v in verdicts if v.accepted is False]
+    with capsys.disabled():
+        print(f"\n[sglang-judge] {pinset} (sglang {KB.pinset(pinset).version}): {len(cases)} distinct plans judged, "
+              f"{len(rejected)} rejected, {len(broken)} not runnable; {refused} refused by the resolver")
+    assert not broken, "the judge could not run these cases:\n  " + "\n  ".join(f"{v.id}: {v.error}" for v in broken)
+    assert not rejected, f"sglang {KB.pinset(pinset).version} rejects {len(rejected)} plans:\n  " + \
+        "\n  ".join(report(v, how[v.id]) for v in rejected[:15])
+
+
+def test_the_judge_rejects_what_sglang_rejects():
+    """The plan of the field notes' model before the fix: no_buffer with the overlap schedule on.
+    sglang 0.5.17 asserts against it (as a lent H100 showed); 0.5.12.post1 turned overlap off itself."""
+    env = env_of("cu13-b")
+    folder = models()["qwen3.6-27b-nvfp4"]
+    h100 = Gpu("9.0", "NVIDIA H100 80GB HBM3", 81559, 1, "13.0")
+    bad = ("--model-path", "x", "--mamba-radix-cache-strategy", "no_buffer")
+    good = (*bad, "--disable-overlap-schedule")
+    plain = replace(Case("no_buffer", bad, str(folder), h100))
+    v_bad, v_good, v_flag = judge(env, [plain, Case("with-flag", good, str(folder), h100),
+                                        Case("no-such-flag", ("--no-such-flag",), str(folder), h100)])
+    assert v_bad.accepted is False and "no_buffer do not support overlap schedule" in v_bad.error, v_bad
+    assert v_good.accepted is True, v_good
+    assert v_good.resolved["disable_overlap_schedule"] is True
+    assert v_flag.accepted is False and "--no-such-flag" in v_flag.error and v_flag.where == "argument parser"
