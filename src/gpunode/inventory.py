@@ -119,6 +119,13 @@ class Inventory:
                    for i, layer in enumerate(layers) for key in layer}
         return Target(host=h, container=container, vars=merge(*layers), origins=origins)
 
+    def all_targets(self) -> list[tuple[str, int | None]]:
+        """(host, vmid) of every target: each container of a host, or the host itself when it lists none."""
+        out: list[tuple[str, int | None]] = []
+        for name, h in self.hosts.items():
+            out += [(name, vmid) for vmid in sorted(h.containers)] or [(name, None)]
+        return out
+
     def group_targets(self, group: str, overrides: dict[str, Any] | None = None,
                       defaults: dict[str, Any] | None = None) -> list[Target]:
         if group not in self.groups:

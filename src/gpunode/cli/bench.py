@@ -30,7 +30,8 @@ HELP = {
     "job_samples": "the job's number of samples, for its ETA", "job_output_tokens": "output tokens per sample",
     "job": "the job's JSONL: its line count is the samples (and its max_tokens, where given)",
     "json": "print the results document on stdout", "inventory": "inventory folder or file",
-    "set": "override a variable: --set key=value (repeatable)",
+    "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
+    "limit": "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups",
 }
 
 
@@ -64,11 +65,10 @@ def _save(path: str, doc: dict) -> None:
     durable.write_atomic(Path(path), (jsonlib.dumps(doc, indent=1) + "\n").encode())
 
 
-# No automatic short flags: --input-len and --inventory would fight over -i.
-@task(iterable=["set_"], help=HELP, auto_shortflags=False)
+@task(iterable=["set_"], help=HELP)
 def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, output_len=None, requests=None,
           prompts=None, seed=None, only=None, out=None, compare=None, against=None, plot=None, job_samples=None,
-          job_output_tokens=None, job=None, json=False, inventory=None, set_=None):
+          job_output_tokens=None, job=None, json=False, inventory=None, set_=None, limit=None):
     """Serving benchmark: tok/s per server and total, TTFT/latency p50/p90/p99, errors; ETA of a job."""
     from rich.console import Console
 
@@ -105,7 +105,7 @@ def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, o
                                       hint="--only servers (each server directly) or --only router")
             spec.phases = (only,)
         inv = load_inventory(inventory)
-        targets = select_targets(inv, host, ct, group, parse_sets(set_))
+        targets = select_targets(inv, host, ct, group, parse_sets(set_), limit)
         with Session() as session:
             for target in targets:
                 transport = session.transport(target)

@@ -12,7 +12,7 @@ import yaml
 from invoke import Exit, UnexpectedExit
 from invoke import task as invoke_task
 
-from gpunode import inventory
+from gpunode import inventory, yamlsrc
 from gpunode.errors import INTERNAL_EXIT, GpunodeError, InventoryError, internal_report
 from gpunode.secrets import redact, register_vars
 
@@ -39,11 +39,13 @@ def task(*args: Any, **kwargs: Any):
             except (Exit, UnexpectedExit):
                 raise
             except Exception as exc:
-                if os.environ.get("GPUNODE_DEBUG"):
+                if os.environ.get("GPUNODE_DEBUG") or (kw.get("verbose") or 0) >= 3:  # -vvv, as Ansible's
                     raise
                 raise Exit(internal_report(exc), code=INTERNAL_EXIT) from None
 
-        return invoke_task(*args, **kwargs)(run) if args or kwargs else invoke_task(run)
+        from gpunode.cli.flags import GpunodeTask
+
+        return invoke_task(*args, klass=GpunodeTask, **kwargs)(run)
 
     if len(args) == 1 and callable(args[0]) and not kwargs:
         fn = args[0]
@@ -82,8 +84,15 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
     Errors name the key, never the value: a value may be a secret (hf_token=...).
     """
     out: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     for item in sets or []:
+        if item.startswith("@"):  # -e @vars.yml, as ansible-playbook: a YAML mapping of variables
+            from_file = _vars_file(item[1:])
+            out.update(from_file)
+            origins.update({key: yamlsrc.where(from_file, key) for key in from_file})
+            continue
         key, sep, value = item.partition("=")
+        origins[key.strip()] = "--set"
         key = key.strip()
         if not sep or not key:
             shown = repr(key) if not sep and len(key) <= 40 else "(the part before =)"
@@ -108,14 +117,31 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
     from gpunode.roles import varspec
 
     # Typed here too, not only after layering: `inv resolve --facts` has no target to layer onto.
-    varspec.check(out, {key: "--set" for key in out})
+    varspec.check(out, origins)
     return out
 
 
+def _vars_file(name: str) -> dict[str, Any]:
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise InventoryError(f"-e @{name}: no such file",
+                             hint="give a YAML file of `key: value` lines, e.g. -e @vars.yml")
+    doc = yamlsrc.load(path)
+    if not isinstance(doc, dict):
+        raise InventoryError(f"{path}: a variables file must be a mapping of `key: value` lines, "
+                             f"got {type(doc).__name__}", hint="e.g. `mem_fraction: 0.85`")
+    for key in doc:
+        if not (isinstance(key, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", key)):
+            raise InventoryError(f"{yamlsrc.where(doc, key)}: {str(key)[:40]!r} is not a variable name",
+                                 hint="variable names are letters, digits and _")
+    return doc
+
+
 def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | None, group: str | None,
-                   overrides: dict[str, Any]) -> list[inventory.Target]:
-    """--host H [--ct N] or --group G -> targets, with every role's defaults as the lowest layer."""
-    from gpunode import roles
+                   overrides: dict[str, Any], limit: str | None = None) -> list[inventory.Target]:
+    """--host H [--ct N], --group G and/or --limit PATTERN -> targets, with every role's defaults as the
+    lowest layer. --limit narrows what --host or --group chose, or chooses among every target."""
+    from gpunode import hostpatterns, roles
     from gpunode.roles import varspec
 
     defaults = roles.defaults()
@@ -127,17 +153,28 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
     for v in (*inv.group_vars.values(), *inv.host_vars_files.values()):
         register_vars(v)
     register_vars(overrides)
+    if ct not in (None, "") and not host:
+        raise InventoryError("--ct needs --host: a vmid is a container of one host",
+                             hint="pass --host H --ct N, or --limit H/N")
+    if group and (host or ct):
+        raise InventoryError("give either --group or --host/--ct, not both",
+                             hint="--group G provisions every container of every host in G")
     if group:
-        if host or ct:
-            raise InventoryError("give either --group or --host/--ct, not both",
-                                 hint="--group G provisions every container of every host in G")
-        targets = inv.group_targets(group, overrides, defaults)
-    elif not host:
-        raise InventoryError("which target? pass --host H (and --ct N for a container) or --group G",
-                             hint=f"hosts in {inv.source}: {', '.join(sorted(inv.hosts))}")
-    else:
+        keys = [(t.host.name, t.container.vmid if t.container else None) for t in inv.group_targets(group)]
+    elif host:
         vmid = parse_int(ct, "--ct", 100, 999_999_999, VMID_HINT) if ct not in (None, "") else None
-        targets = [inv.target(host, vmid, overrides, defaults)]
+        inv.target(host, vmid)  # names an unknown host or container
+        keys = [(host, vmid)]
+    elif limit:
+        keys = inv.all_targets()
+    else:
+        raise InventoryError("which target? pass --host H (and --ct N for a container), --group G or --limit PATTERN",
+                             hint=f"hosts in {inv.source}: {', '.join(sorted(inv.hosts))}")
+    if limit:
+        keys = hostpatterns.select(limit, keys, inv.groups)
+        if not keys:
+            raise InventoryError(f"--limit {limit!r} leaves no target", hint="check its ! and & parts")
+    targets = [inv.target(h, vmid, overrides, defaults) for h, vmid in keys]
     for t in targets:  # once, after every layer: role defaults < inventory < --set
         varspec.check(t.vars, t.origins, t.name)
     return targets

@@ -15,7 +15,7 @@ CONTROL_HELP = {**TARGET_HELP, "server": "only this server (cpu0, gpu3; inv stat
                 "router": "only the router", "grace": "seconds to wait for readiness (default: servers_ready_grace_s)"}
 
 
-def _control(action: str, host, ct, group, server, router, json, inventory, set_, grace) -> None:
+def _control(action: str, host, ct, group, server, router, json, inventory, set_, grace, limit) -> None:
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
     from gpunode.engine.lock import Owner
@@ -24,7 +24,7 @@ def _control(action: str, host, ct, group, server, router, json, inventory, set_
     from gpunode.roles.servers.secretfiles import curl_auth
     from gpunode.secrets import redact
 
-    targets = targets_of(inventory, host, ct, group, set_)
+    targets = targets_of(inventory, host, ct, group, set_, limit)
     owner = Owner.current(new_run_id())
     with Session() as session:
         for target in targets:  # one after the other: a group restart never takes every node down at once
@@ -48,30 +48,30 @@ def _control(action: str, host, ct, group, server, router, json, inventory, set_
 
 @task(iterable=["set_"], help=CONTROL_HELP)
 def start(c, host=None, ct=None, group=None, server=None, router=False, json=False, inventory=None, set_=None,
-          grace=None):
+          grace=None, limit=None):
     """Start servers (and the router), then wait until each answers a real completion."""
-    _control("start", host, ct, group, server, router, json, inventory, set_, grace)
+    _control("start", host, ct, group, server, router, json, inventory, set_, grace, limit)
 
 
 @task(iterable=["set_"], help=CONTROL_HELP)
 def stop(c, host=None, ct=None, group=None, server=None, router=False, json=False, inventory=None, set_=None,
-         grace=None):
+         grace=None, limit=None):
     """Stop servers (and the router); they stay installed and enabled (they start again at boot)."""
-    _control("stop", host, ct, group, server, router, json, inventory, set_, grace)
+    _control("stop", host, ct, group, server, router, json, inventory, set_, grace, limit)
 
 
 @task(iterable=["set_"], help=CONTROL_HELP)
 def restart(c, host=None, ct=None, group=None, server=None, router=False, json=False, inventory=None, set_=None,
-            grace=None):
+            grace=None, limit=None):
     """Restart servers (and the router), then wait until each answers a real completion."""
-    _control("restart", host, ct, group, server, router, json, inventory, set_, grace)
+    _control("restart", host, ct, group, server, router, json, inventory, set_, grace, limit)
 
 
 @task(iterable=["set_"], help={**TARGET_HELP, "check": "list what would be removed; change nothing",
                                "yes": "do not ask for the typed confirmation",
                                "purge": "also remove /var/lib/gpunode (the journal inv history reads, the lock)"})
 def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=False, json=False, inventory=None,
-             set_=None):
+             set_=None, limit=None):
     """Remove what gpunode installed: units, env and secrets files, venvs, staged weights (journal stays)."""
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
@@ -80,7 +80,7 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
     from gpunode.errors import InventoryError
     from gpunode.fleet import teardown as td
 
-    targets = targets_of(inventory, host, ct, group, set_)
+    targets = targets_of(inventory, host, ct, group, set_, limit)
     owner = Owner.current(new_run_id())
     left_over: list[str] = []
     with Session() as session:

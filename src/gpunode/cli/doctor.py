@@ -18,7 +18,8 @@ HELP = {
     "group": "examine every target of an inventory group, in parallel",
     "json": "print one JSON document (schema gpunode.doctor/1, docs/doctor.md) on stdout",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
-    "set": "override a variable: --set key=value (repeatable)",
+    "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
+    "limit": "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups",
     "forks": "how many targets are read at once with --group (default 4)",
     "facts": "offline: a snapshot folder (inv facts --save or inv doctor --save) instead of a target",
     "journal": "offline: a file of journal lines (journalctl -u 'gpunode*' > FILE), alone or with --facts",
@@ -28,7 +29,7 @@ HELP = {
 
 @task(iterable=["set_"], help=HELP)
 def doctor(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, forks=None,
-           facts=None, journal=None, save=None):
+           facts=None, journal=None, save=None, limit=None):
     """Name the known failures that apply to a target: symptom, cause, fix, source, and the evidence line."""
     # Imports inside (here and below): `inv --list` and other tasks do not pay for doctor's.
     from invoke import Exit
@@ -36,12 +37,12 @@ def doctor(c, host=None, ct=None, group=None, json=False, inventory=None, set_=N
     from gpunode.errors import InventoryError
 
     if facts or journal:
-        if host or ct or group or save:
+        if host or ct or group or save or limit:
             raise InventoryError("--facts/--journal read saved evidence; they do not go with --host, --ct, "
                                  "--group or --save", hint="drop the target options to replay offline")
         results = _offline(facts, journal)
     else:
-        results = _live(host, ct, group, inventory, set_, forks, save)
+        results = _live(host, ct, group, inventory, set_, forks, save, limit)
     _print(results, json)
     if any(r.error for r in results):
         raise Exit(code=2)
@@ -64,7 +65,7 @@ def _offline(facts: str | None, journal: str | None):
     return [TargetResult(raw.target, ev, diagnose(ev), gathered_at=raw.gathered_at, duration_s=raw.duration_s)]
 
 
-def _live(host, ct, group, inventory, set_, forks, save):
+def _live(host, ct, group, inventory, set_, forks, save, limit):
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
@@ -74,9 +75,9 @@ def _live(host, ct, group, inventory, set_, forks, save):
     from gpunode.facts import snapshot
 
     forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
-    targets = select_targets(load_inventory(inventory), host, ct, group, parse_sets(set_))
+    targets = select_targets(load_inventory(inventory), host, ct, group, parse_sets(set_), limit)
     if save and len(targets) != 1:
-        raise InventoryError(f"--save takes one target; --group {group} has {len(targets)}",
+        raise InventoryError(f"--save takes one target; the selection has {len(targets)}",
                              hint="use --host H --ct N with --save, one folder per target")
     raws: dict[str, object] = {}
 

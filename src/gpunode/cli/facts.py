@@ -31,7 +31,7 @@ HELP = {
     "facts": "read a saved snapshot folder instead of probing",
     "json": "print the facts as JSON",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
-    "set": "override a variable: --set key=value (repeatable)",
+    "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
 }
 
 

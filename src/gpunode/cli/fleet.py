@@ -9,13 +9,15 @@ from invoke import Exit
 
 from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
 
+LIMIT_HELP = "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups"
 TARGET_HELP = {
     "host": "inventory host (a Proxmox host, or a plain SSH host)",
     "ct": "container vmid on that host (omit for a plain SSH host)",
     "group": "every target of an inventory group",
     "json": "one JSON document per target on stdout (docs/fleet.md)",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
-    "set": "override a variable: --set key=value (repeatable)",
+    "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
+    "limit": LIMIT_HELP,
 }
 
 
@@ -31,8 +33,8 @@ def say(text: str) -> None:
         raise Exit(code=0) from None
 
 
-def targets_of(inventory, host, ct, group, set_):
-    return select_targets(load_inventory(inventory), host, ct, group, parse_sets(set_))
+def targets_of(inventory, host, ct, group, set_, limit=None):
+    return select_targets(load_inventory(inventory), host, ct, group, parse_sets(set_), limit)
 
 
 def _status_of(session, target, sample: float):
@@ -53,7 +55,8 @@ def _status_of(session, target, sample: float):
 @task(iterable=["set_"], help={**TARGET_HELP, "sample": "seconds between the two metrics samples that give "
                                "tokens/s (default 1; 0: one sample, no rate)",
                                "forks": "how many targets are asked at once with --group (default 8)"})
-def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, sample=None, forks=None):
+def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, sample=None, forks=None,
+           limit=None):
     """Is everything up: units, readiness, model, engine, uptime, restarts, GPU memory, load, router workers."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -63,7 +66,7 @@ def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=N
 
     seconds = parse_int(1 if sample is None else sample, "--sample", 0, 60, "e.g. --sample 2")
     forks_n = parse_int(forks or 8, "--forks", 1, 256, "e.g. --forks 8")
-    targets = targets_of(inventory, host, ct, group, set_)
+    targets = targets_of(inventory, host, ct, group, set_, limit)
     with Session() as session, ThreadPoolExecutor(max_workers=min(forks_n, len(targets))) as pool:
         results = list(pool.map(lambda t: _status_of(session, t, seconds), targets))
     down: list[str] = []
@@ -88,7 +91,7 @@ def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=N
                                '"2026-12-03 10:00"', "lines": "at most this many lines (default 100)",
                                "follow": "keep printing new lines until Ctrl-C (one target)"})
 def logs(c, host=None, ct=None, group=None, inventory=None, server=None, router=False, since=None, lines=None,
-         follow=False, set_=None, json=False):
+         follow=False, set_=None, json=False, limit=None):
     """The journal of a server's unit, the router's, or of every gpunode unit."""
     from gpunode.cli.session import Session
     from gpunode.errors import InventoryError
@@ -97,7 +100,7 @@ def logs(c, host=None, ct=None, group=None, inventory=None, server=None, router=
     unit = fleetlogs.unit_for(server, router)
     count = parse_int(100 if lines is None else lines, "--lines", 1, 1_000_000, "e.g. --lines 200")
     argv = fleetlogs.argv(unit, since, count, follow)
-    targets = targets_of(inventory, host, ct, group, set_)
+    targets = targets_of(inventory, host, ct, group, set_, limit)
     if follow and len(targets) > 1:
         raise InventoryError("--follow reads one target's journal", hint="pass --host H [--ct N] instead of --group")
     with Session() as session:
@@ -135,7 +138,7 @@ class _Through:
 @task(iterable=["set_"], help={**TARGET_HELP, "run": "only this run id", "last": "only the last N runs",
                                "verbose": "every change of each run (default: the first 12)"})
 def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, run=None, last=None,
-            verbose=False):
+            verbose=0, limit=None):
     """The runs gpunode made on a target, from its journal: who, when, what changed."""
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
@@ -143,7 +146,7 @@ def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=
     from gpunode.fleet import render
 
     keep = parse_int(last, "--last", 1, 100_000, "e.g. --last 5") if last is not None else None
-    targets = targets_of(inventory, host, ct, group, set_)
+    targets = targets_of(inventory, host, ct, group, set_, limit)
     with Session() as session:
         for target in targets:
             notes: list[str] = []

@@ -45,8 +45,8 @@ def parse_gpus(text: str | None) -> list[int]:
 
 
 @task(iterable=["mount"], help=HELP)
-def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores=None, mount=None, hostname=None,
-            rootfs=None, adopt=False, check=False, inventory=None, timeout=None):
+def onboard(c, host=None, ct=None, gpus=None, template=None, memory=None, swap=None, cores=None, mount=None,
+            hostname=None, rootfs=None, adopt=False, check=False, inventory=None, timeout=None):
     """Create or update an LXC container through the Proxmox API (GPUs, mounts, memory), start it, list it."""
     from gpunode import inventory_edit
     from gpunode.cli.session import Session
@@ -55,6 +55,9 @@ def onboard(c, host, ct, gpus=None, template=None, memory=None, swap=None, cores
     from gpunode.pve.client import PveClient, settings_from_vars
     from gpunode.transport import PctTransport
 
+    # Not positional: `inv onboard -h` would read -h as the host.
+    if not host or ct in (None, ""):
+        raise InventoryError("onboard needs --host H and --ct N", hint="e.g. inv onboard --host kpro6 --ct 203 --check")
     # Numbers are parsed here, not by invoke (whose int() would end in a ValueError traceback).
     vmid = parse_int(ct, "--ct", 100, 999_999_999, VMID_HINT)
     memory_mib = parse_int(memory or 16384, "--memory", 16, 1 << 30, "memory in MiB, e.g. --memory 65536")

@@ -17,19 +17,20 @@ HELP = {
     "only": "run only these roles (comma-separated) after checking what they depend on is in place",
     "json": "one JSON event per line on stdout (schema: docs/events.md)",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
-    "set": "override a variable: --set key=value (repeatable)",
+    "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
+    "limit": "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups",
     "forks": "how many targets run at once with --group (default 4)",
     "facts": "use a saved facts snapshot instead of probing (plan only; implies --check)",
     "commands": "print the exact commands each change would run (implies --check; steps whose apply is a "
                 "fixed list of commands: files, directories, links, units, services)",
     "verbose": "stream what long steps print on the target (installer, staging, readiness), each line "
-               "prefixed with the target",
+               "prefixed with the target; -vvv also shows the traceback of an internal error",
 }
 
 
 @task(iterable=["set_"], help=HELP)
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
-              inventory=None, set_=None, forks=None, facts=None, verbose=False, commands=False):
+              inventory=None, set_=None, forks=None, facts=None, verbose=0, commands=False, limit=None):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
     # Imported here, not at the top: `inv --list` and `inv --help` must not pay for SSH, the
     # resolver and the templates (tests/unit/test_cli_import_light.py).
@@ -47,7 +48,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
 
     forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
     inv = load_inventory(inventory)
-    targets = select_targets(inv, host, ct, group, parse_sets(set_))
+    targets = select_targets(inv, host, ct, group, parse_sets(set_), limit)
     check = check or bool(facts) or commands
     console = Console(stderr=True) if json else Console()
     run_id = new_run_id()

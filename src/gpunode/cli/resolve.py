@@ -30,7 +30,7 @@ HELP = {
     "explain": "show every decision with its reason, fact, rule and source",
     "json": "print the plan as JSON (docs/resolve.md) and nothing else; a refusal as a JSON refusal document",
     "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
-    "set": "override a variable: --set key=value (repeatable)",
+    "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
 }
 
 WALK_DEPTH = 3  # as deep as the facts probe lists a model directory
