@@ -7,6 +7,9 @@ fails here. The letters below are the specification, written out (not read from 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,16 @@ def test_a_bad_extra_vars_file_is_named(content, expected, tmp_path, capsys):
     code, out = run_main(["resolve", "--facts", str(H200), "-e", f"@{tmp_path}/vars.yml"], capsys)
     assert code == 2 and expected.replace("{d}", str(tmp_path)) in out, out
     assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("argv", [["--list"], ["provision", "--help"]])
+def test_a_reader_that_goes_away_is_not_an_internal_error(argv):
+    """`gpunode --list | true`: the pipe is closed before gpunode writes."""
+    env = {k: v for k, v in os.environ.items() if k != "GPUNODE_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-c", "from gpunode.cli.main import main; main()", *argv],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert "internal error" not in err and "Traceback" not in err and "Exception ignored" not in err, err

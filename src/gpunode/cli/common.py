@@ -38,6 +38,9 @@ def task(*args: Any, **kwargs: Any):
                 raise Exit("interrupted; re-running is safe and resumes where this run stopped", code=130) from None
             except (Exit, UnexpectedExit):
                 raise
+            except BrokenPipeError:
+                reader_gone()
+                raise Exit(code=0) from None
             except Exception as exc:
                 if os.environ.get("GPUNODE_DEBUG") or (kw.get("verbose") or 0) >= 3:  # -vvv, as Ansible's
                     raise
@@ -52,6 +55,16 @@ def task(*args: Any, **kwargs: Any):
         args = ()
         return wrap(fn)
     return wrap
+
+
+def reader_gone() -> None:
+    """stdout's reader went away (`| head`, `| true`): the caller ends quietly, as `ls | head` does.
+
+    stdout is pointed at /dev/null so that flushing it at exit raises no second BrokenPipeError.
+    """
+    import sys
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def inventory_path(given: str | None) -> Path:

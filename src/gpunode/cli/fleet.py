@@ -7,7 +7,7 @@ import sys
 
 from invoke import Exit
 
-from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
+from gpunode.cli.common import load_inventory, parse_int, parse_sets, reader_gone, select_targets, task
 
 LIMIT_HELP = "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups"
 TARGET_HELP = {
@@ -27,9 +27,7 @@ def say(text: str) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        reader_gone()
         raise Exit(code=0) from None
 
 

@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> None:
     program = Program(namespace=ns, name="gpunode", binary="gpunode", version=__version__)
     try:
         program.run(argv)
+    except BrokenPipeError:  # `gpunode --list | true`: invoke printed the list outside any task
+        from gpunode.cli.common import reader_gone
+
+        reader_gone()
+        sys.exit(0)
     except GpunodeError as exc:
         print(redact(f"error: {exc}"), file=sys.stderr)
         sys.exit(2)
