@@ -80,7 +80,10 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
     groups: dict[str, list[str]] = {}
     group_vars: dict[str, dict[str, Any]] = {}
 
-    def walk(group: str, body: Any, inherited: Located, where: str) -> list[str]:
+    depth: dict[str, int] = {}  # the longest path from `all`, as Ansible's Group.depth
+
+    def walk(group: str, body: Any, inherited: Located, where: str, level: int) -> list[str]:
+        depth[group] = max(depth.get(group, 0), level)
         if body is None:
             body = Located()
         if not isinstance(body, dict):
@@ -130,16 +133,19 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
             raise InventoryError(f"{yamlsrc.where(body, 'children', where)}: children of group {group} must be "
                                  "a mapping name -> group", hint="write `children: {gpu: {hosts: ...}}`")
         for child, child_body in children.items():
-            members += walk(str(child), child_body, merged, yamlsrc.where(children, child, where))
+            members += walk(str(child), child_body, merged, yamlsrc.where(children, child, where), level + 1)
         groups[group] = list(dict.fromkeys(groups.get(group, []) + members))
         return members
 
     top_where = yamlsrc.where(doc, "all", str(path))
-    all_members = walk("all", doc["all"], Located(), top_where)
+    all_members = walk("all", doc["all"], Located(), top_where, 0)
     for group, body in doc.items():  # Ansible reads other top-level keys as groups under `all`
         if group != "all":
-            all_members += walk(str(group), body, Located(), yamlsrc.where(doc, group, str(path)))
+            all_members += walk(str(group), body, Located(), yamlsrc.where(doc, group, str(path)), 1)
     groups["all"] = list(dict.fromkeys(all_members))
+    # The order in which group variables are layered (later wins), as Ansible sorts a host's groups:
+    # by depth, so that a child group's variables beat its parent's, then by name.
+    groups = {g: groups[g] for g in sorted(groups, key=lambda g: (depth.get(g, 0), g))}
     hosts = {}
     for name, (settings, here, chain) in bodies.items():
         hosts[name] = parse_host(name, _host_node(name, settings, chain, host_keys), here)

@@ -47,6 +47,18 @@ def test_ansible_yaml_inventory_loads_with_ansible_keys():
     assert [t.name for t in inv.group_targets("proxmox")] == ["kpro6/200"]
 
 
+def test_ansible_group_variables_layer_by_depth_then_name_as_ansible_does(tmp_path):
+    # Ansible sorts a host's groups by (depth, name): a child's variables beat its parent's,
+    # and of two groups at one depth the later name wins, whatever order they are written in.
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  children:\n"
+        "    web:\n      vars: {x: parent, y: web}\n      children:\n"
+        "        nginx: {vars: {x: child}, hosts: {j1: }}\n"
+        "    zeta: {vars: {y: zeta}, hosts: {j1: }}\n"
+        "    alpha: {vars: {y: alpha}, hosts: {j1: }}\n")
+    assert inventory.load(tmp_path / "hosts.yml").target("j1").vars == {"x": "child", "y": "zeta"}
+
+
 def test_unknown_key_names_file_line_and_suggests():
     with pytest.raises(InventoryError) as err:
         inventory.load(DATA / "bad_key")
