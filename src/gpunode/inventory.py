@@ -12,8 +12,9 @@ order they are declared) < host `vars:` < host_vars/<h>.yml < container
 `vars:` < --set on the command line.
 
 An Ansible YAML inventory (`all:` with `hosts:`/`children:`/`vars:`) loads
-too; ansible_host/ansible_port/ansible_user/ansible_ssh_private_key_file map
-onto address/port/user/key.
+too, and so does an Ansible INI one (inventory_ini.py turns it into that shape);
+ansible_host/ansible_port/ansible_user/ansible_ssh_private_key_file map onto
+address/port/user/key.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpunode import inventory_ansible, yamlsrc
+from gpunode import inventory_ansible, inventory_ini, yamlsrc
 from gpunode.errors import InventoryError
 from gpunode.yamlsrc import Located
 
@@ -33,6 +34,8 @@ HOST_KEYS = {"address", "port", "user", "key", "host_key", "known_hosts", "pct_p
 CONTAINER_KEYS = {"gpus", "vars", "name"}
 GROUP_KEYS = {"hosts", "vars"}
 TOP_KEYS = {"hosts", "groups", "vars"}
+# What an inventory folder's main file is called: gpunode's or Ansible's YAML, then Ansible's INI.
+MAIN_FILES = ("hosts.yml", "hosts.yaml", "inventory.yml", "inventory.yaml", "hosts.ini", "inventory.ini", "hosts")
 
 
 @dataclass(frozen=True)
@@ -289,16 +292,17 @@ def load(path: str | Path) -> Inventory:
     """Load an inventory folder (hosts.yml + group_vars/ + host_vars/) or a single YAML file."""
     src = Path(path)
     if src.is_dir():
-        main = next((src / n for n in ("hosts.yml", "hosts.yaml", "inventory.yml") if (src / n).exists()), None)
+        main = next((src / n for n in MAIN_FILES if (src / n).is_file()), None)
         if main is None:
-            raise InventoryError(f"no hosts.yml in inventory folder {src}", hint="create one; see inventory/example")
+            raise InventoryError(f"no hosts.yml in inventory folder {src}", hint="create one; see inventory/example "
+                                 "(an Ansible INI inventory there is read as hosts.ini, inventory.ini or hosts)")
         folder = src
     elif src.exists():
         main, folder = src, src.parent
     else:
         raise InventoryError(f"inventory {src} does not exist",
                              hint="pass --inventory PATH or set GPUNODE_INVENTORY")
-    doc = yamlsrc.load(main) or Located()
+    doc = (inventory_ini.read(main) if inventory_ini.looks_like_ini(main) else yamlsrc.load(main)) or Located()
     group_vars: dict[str, dict[str, Any]] = {}
     if inventory_ansible.is_ansible(doc):
         hosts, groups, top_vars, group_vars = inventory_ansible.read(doc, main, _parse_host, HOST_KEYS)
