@@ -301,7 +301,8 @@ def load(path: str | Path) -> Inventory:
         main, folder = src, src.parent
     else:
         raise InventoryError(f"inventory {src} does not exist",
-                             hint="pass --inventory PATH or set GPUNODE_INVENTORY")
+                             hint="pass --inventory PATH, set GPUNODE_INVENTORY, or set `inventory:` in a "
+                           "gpunode.yaml (docs/config.md)")
     doc = (inventory_ini.read(main) if inventory_ini.looks_like_ini(main) else yamlsrc.load(main)) or Located()
     group_vars: dict[str, dict[str, Any]] = {}
     if inventory_ansible.is_ansible(doc):

@@ -22,7 +22,7 @@ HELP = {
     "servers": "inference servers in the container, for the memory check (default 1)",
     "model_source": "model folder as the container sees it (default: the target's model_source); "
                     "checks a mount point holds it",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
 }
 
 

@@ -31,6 +31,9 @@ def task(*args: Any, **kwargs: Any):
         @functools.wraps(fn)
         def run(*a: Any, **kw: Any):
             try:
+                from gpunode import settings
+
+                settings.apply_colour(settings.current())
                 return fn(*a, **kw)
             except GpunodeError as exc:
                 raise Exit(redact(f"error: {exc}"), code=2) from None
@@ -68,11 +71,30 @@ def reader_gone() -> None:
 
 
 def inventory_path(given: str | None) -> Path:
-    return Path(given or os.environ.get("GPUNODE_INVENTORY") or DEFAULT_INVENTORY)
+    """--inventory, else $GPUNODE_INVENTORY, else the config files' `inventory:`, else ./inventory."""
+    from gpunode import settings
+
+    return Path(given or settings.current().inventory or DEFAULT_INVENTORY)
+
+
+def forks_of(given: Any, default: int) -> int:
+    """--forks, else $GPUNODE_FORKS, else the config files' `forks:`, else the task's default."""
+    from gpunode import settings
+
+    value = given if given not in (None, "") else settings.current().forks or default
+    return parse_int(value, "--forks", 1, 256, f"how many targets at once, e.g. --forks {default}")
 
 
 def load_inventory(given: str | None) -> inventory.Inventory:
-    return inventory.load(inventory_path(given))
+    path = inventory_path(given)
+    if not given and not path.exists():
+        from gpunode import settings
+
+        where = settings.current().origins.get("inventory")
+        if where:
+            raise InventoryError(f"inventory {path} (from {where}) does not exist",
+                                 hint="fix that setting, or pass --inventory PATH")
+    return inventory.load(path)
 
 
 # Versions stay text: YAML would read python=3.10 as the number 3.1.

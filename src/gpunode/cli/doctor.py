@@ -17,7 +17,7 @@ HELP = {
     "ct": "container vmid on that host (omit for a plain SSH host)",
     "group": "examine every target of an inventory group, in parallel",
     "json": "print one JSON document (schema gpunode.doctor/1, docs/doctor.md) on stdout",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
     "limit": "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups",
     "forks": "how many targets are read at once with --group (default 4)",
@@ -69,12 +69,12 @@ def _live(host, ct, group, inventory, set_, forks, save, limit):
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
-    from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets
+    from gpunode.cli.common import forks_of, load_inventory, parse_sets, select_targets
     from gpunode.cli.session import Session
     from gpunode.errors import GpunodeError, InventoryError
     from gpunode.facts import snapshot
 
-    forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
+    forks = forks_of(forks, 4)
     targets = select_targets(load_inventory(inventory), host, ct, group, parse_sets(set_), limit)
     if save and len(targets) != 1:
         raise InventoryError(f"--save takes one target; the selection has {len(targets)}",

@@ -30,7 +30,7 @@ HELP = {
     "save": "also write the raw outputs to this folder (a snapshot for --facts)",
     "facts": "read a saved snapshot folder instead of probing",
     "json": "print the facts as JSON",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
 }
 

@@ -7,7 +7,7 @@ import sys
 
 from invoke import Exit
 
-from gpunode.cli.common import load_inventory, parse_int, parse_sets, reader_gone, select_targets, task
+from gpunode.cli.common import forks_of, load_inventory, parse_int, parse_sets, reader_gone, select_targets, task
 
 LIMIT_HELP = "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups"
 TARGET_HELP = {
@@ -15,7 +15,7 @@ TARGET_HELP = {
     "ct": "container vmid on that host (omit for a plain SSH host)",
     "group": "every target of an inventory group",
     "json": "one JSON document per target on stdout (docs/fleet.md)",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
     "limit": LIMIT_HELP,
 }
@@ -63,7 +63,7 @@ def status(c, host=None, ct=None, group=None, json=False, inventory=None, set_=N
     from gpunode.secrets import redact
 
     seconds = parse_int(1 if sample is None else sample, "--sample", 0, 60, "e.g. --sample 2")
-    forks_n = parse_int(forks or 8, "--forks", 1, 256, "e.g. --forks 8")
+    forks_n = forks_of(forks, 8)
     targets = targets_of(inventory, host, ct, group, set_, limit)
     with Session() as session, ThreadPoolExecutor(max_workers=min(forks_n, len(targets))) as pool:
         results = list(pool.map(lambda t: _status_of(session, t, seconds), targets))

@@ -18,7 +18,7 @@ HELP = {
     "rootfs": "root disk as storage:GiB for a new container",
     "adopt": "take over an existing container whose hostname differs",
     "check": "print the plan; change nothing",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "timeout": "seconds to wait for each Proxmox task (default 600)",
 }
 # With --gpus, onboard also installs the driver's user-space in the container at the host's

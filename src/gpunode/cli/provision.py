@@ -6,7 +6,7 @@ import sys
 
 from invoke import Exit
 
-from gpunode.cli.common import load_inventory, parse_int, parse_sets, select_targets, task
+from gpunode.cli.common import forks_of, load_inventory, parse_sets, select_targets, task
 
 HELP = {
     "host": "inventory host (a Proxmox host, or a plain SSH host)",
@@ -16,7 +16,7 @@ HELP = {
     "diff": "show diffs of changed files",
     "only": "run only these roles (comma-separated) after checking what they depend on is in place",
     "json": "one JSON event per line on stdout (schema: docs/events.md)",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
     "limit": "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups",
     "forks": "how many targets run at once with --group (default 4)",
@@ -46,7 +46,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from gpunode.report import HumanReport, JsonLines
     from gpunode.secrets import redact
 
-    forks = parse_int(forks or 4, "--forks", 1, 256, "how many targets at once, e.g. --forks 4")
+    forks = forks_of(forks, 4)
     inv = load_inventory(inventory)
     targets = select_targets(inv, host, ct, group, parse_sets(set_), limit)
     check = check or bool(facts) or commands

@@ -29,7 +29,7 @@ HELP = {
     "model": "offline: the model directory (or its config.json) the node will serve",
     "explain": "show every decision with its reason, fact, rule and source",
     "json": "print the plan as JSON (docs/resolve.md) and nothing else; a refusal as a JSON refusal document",
-    "inventory": "inventory folder or file (default: ./inventory or $GPUNODE_INVENTORY)",
+    "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
 }
 

@@ -21,9 +21,12 @@ from gpunode.transport import known_hosts
 
 
 def default_known_hosts() -> Path:
-    """gpunode's own known_hosts, next to the user's config."""
+    """gpunode's own known_hosts, next to the user's config ($GPUNODE_KNOWN_HOSTS or the config
+    files' `known_hosts:` name another)."""
+    from gpunode import settings
+
     base = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config"))
-    return Path(os.environ.get("GPUNODE_KNOWN_HOSTS", base / "gpunode" / "known_hosts"))
+    return Path(settings.current().known_hosts or base / "gpunode" / "known_hosts")
 
 
 def fingerprint(key: paramiko.PKey) -> str:
