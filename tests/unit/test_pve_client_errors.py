@@ -99,3 +99,32 @@ def test_failed_task_shows_its_log_tail(server):
     assert err.value.evidence.splitlines()[-2:] == [
         "safe_mount: 1425 No such file or directory - Failed to mount \"/dev/nvidia-modeset\"",
         "TASK ERROR: startup for container '999' failed"]
+
+
+def test_a_task_that_outlives_its_timeout_says_so_with_its_log(server):
+    """tasks.wait polls through tenacity: the task is still running when the time is up."""
+    import threading
+
+    from gpunode.pve import tasks
+
+    srv, d = server
+    release = threading.Event()
+
+    def work(log):
+        log("extracting template")
+        release.wait(60)
+
+    upid = srv.api.tasks.start("vzcreate", "998", TOKEN, work)
+    seen: list[str] = []
+    try:
+        with pytest.raises(PveError) as err:
+            tasks.wait(client(srv.port, d / "pve-ssl.pem"), upid, what="create CT 998", timeout=1,
+                       progress=seen.append)
+    finally:
+        release.set()
+    assert err.value.message == f"task create CT 998 still runs after 1 s ({upid})"
+    assert err.value.evidence.splitlines()[-1] == "extracting template"
+    assert seen == ["extracting template"]
+    again: list[str] = []  # a new wait follows the log from its start
+    status = tasks.wait(client(srv.port, d / "pve-ssl.pem"), upid, timeout=30, progress=again.append)
+    assert status["exitstatus"] == "OK" and again == ["extracting template", "TASK OK"]

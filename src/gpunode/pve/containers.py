@@ -9,10 +9,11 @@ Create-only settings (template, rootfs, unprivileged, features, net0) never caus
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from gpunode.errors import PveError
 from gpunode.pve import tasks
@@ -232,12 +233,10 @@ def apply(client: Any, p: Plan, *, progress: tasks.Progress | None = None, timeo
 
 
 def wait_running(client: Any, node: str, vmid: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        st = client.get(f"nodes/{node}/lxc/{vmid}/status/current")
-        if st.get("status") == "running":
-            return
-        if time.monotonic() > deadline:
-            raise PveError(f"CT {vmid} on node {node} is {st.get('status')} after its start task succeeded",
-                           hint=f"look at `pct start {vmid} --debug` on the node", target=f"{node}/{vmid}")
-        time.sleep(0.2)
+    """After a start task: poll until the container says running (every 0.2 s, up to timeout)."""
+    st = Retrying(retry=retry_if_result(lambda st: st.get("status") != "running"), stop=stop_after_delay(timeout),
+                  wait=wait_fixed(0.2), retry_error_callback=tasks.last_result)(
+        client.get, f"nodes/{node}/lxc/{vmid}/status/current")
+    if st.get("status") != "running":
+        raise PveError(f"CT {vmid} on node {node} is {st.get('status')} after its start task succeeded",
+                       hint=f"look at `pct start {vmid} --debug` on the node", target=f"{node}/{vmid}")

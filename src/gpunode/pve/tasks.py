@@ -8,10 +8,11 @@ leaves exitstatus to the caller; this module turns both into PveErrors with the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tenacity import RetryCallState, Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from gpunode.errors import PveError
 
@@ -45,6 +46,12 @@ def decode_upid(upid: str) -> Upid:
     return Upid(upid, parts[1], pid, pstart, start, parts[5], parts[6], parts[7])
 
 
+def last_result(state: RetryCallState) -> Any:
+    """tenacity's retry_error_callback for a poll: out of time, the last answer is the answer."""
+    assert state.outcome is not None  # called after an attempt
+    return state.outcome.result()
+
+
 def succeeded(exitstatus: str | None) -> bool:
     return exitstatus == "OK" or bool(exitstatus and exitstatus.startswith("WARNINGS:"))
 
@@ -59,20 +66,23 @@ def wait(client: Any, upid: str, *, what: str = "", timeout: float = 600, progre
     task = decode_upid(upid)
     base = f"nodes/{task.node}/tasks/{upid}"
     label = what or f"{task.type} {task.id}"
-    deadline = time.monotonic() + timeout
     seen = 0
-    while True:
+
+    def poll_once() -> dict[str, Any]:
+        nonlocal seen
         status = client.get(f"{base}/status")
         seen = _follow(client, base, seen, progress)
-        if status.get("status") == "stopped":
-            break
-        if time.monotonic() > deadline:
-            raise PveError(f"task {label} still runs after {timeout:.0f} s ({upid})",
-                           evidence=log_tail(client, base),
-                           hint=f"watch it in the web UI or `pvenode task log {upid}`; re-running onboard "
-                           "is safe once it ends")
-        time.sleep(poll)
-        poll = min(poll * 1.5, 2.0)
+        return status
+
+    # An API error is not retried (retry_if_result sees results only); a timeout returns the last status.
+    status = Retrying(retry=retry_if_result(lambda st: st.get("status") != "stopped"),
+                      stop=stop_after_delay(timeout), wait=wait_exponential(multiplier=poll, exp_base=1.5, max=2.0),
+                      retry_error_callback=last_result)(poll_once)
+    if status.get("status") != "stopped":
+        raise PveError(f"task {label} still runs after {timeout:.0f} s ({upid})",
+                       evidence=log_tail(client, base),
+                       hint=f"watch it in the web UI or `pvenode task log {upid}`; re-running onboard "
+                       "is safe once it ends")
     exitstatus = status.get("exitstatus")
     if not succeeded(exitstatus):
         raise PveError(f"task {label} failed on node {task.node}: {exitstatus}", evidence=log_tail(client, base),
