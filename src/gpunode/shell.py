@@ -1,33 +1,27 @@
 """The only place where shell command strings are built.
 
 Everything that crosses a shell (ssh's remote command line, `sh -c` inside a
-container) goes through `join`, which quotes every argument with POSIX single
-quotes. A property test sends arbitrary strings through ssh -> pct -> sh and
+container) goes through `join` (shlex.join), which quotes every argument with
+POSIX single quotes. A property test sends arbitrary strings through ssh -> pct -> sh and
 checks that they arrive unchanged.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Iterable, Sequence
 
-_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
-
-
-def quote(arg: str) -> str:
-    """Quote one argument so that a POSIX shell reads it back verbatim."""
-    if arg == "":
-        return "''"
-    if _SAFE.fullmatch(arg):
-        return arg
-    return "'" + arg.replace("'", "'\"'\"'") + "'"
+# shlex.quote is exactly the quoting wanted: words of [A-Za-z0-9_@%+=:,./-] stay bare (re.ASCII,
+# and a trailing newline is quoted), anything else goes in single quotes with ' written '"'"'.
+quote = shlex.quote
 
 
 def join(argv: Sequence[str]) -> str:
-    """argv -> one shell command line whose words are exactly argv."""
+    """argv -> one shell command line whose words are exactly argv (shlex.join, refusing a bare string)."""
     if isinstance(argv, str):
         raise TypeError("join() takes a list of arguments, not a string")
-    return " ".join(quote(str(a)) for a in argv)
+    return shlex.join(str(a) for a in argv)
 
 
 def sh(script: str, *args: str) -> list[str]:
