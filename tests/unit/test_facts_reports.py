@@ -110,8 +110,8 @@ def test_noheader_csv_is_refused_saying_the_header_is_missing():
 def model_dir(tmp_path: Path) -> Path:
     d = tmp_path / "Qwen3-0.6B"
     d.mkdir()
-    (d / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
-                                               "num_hidden_layers": 28, "torch_dtype": "bfloat16"}))
+    # the real config (tests/data/models/qwen3-0.6b/SOURCE): without its shapes the size is unknown and refused
+    (d / "config.json").write_text((DATA.parent / "models" / "qwen3-0.6b" / "config.json").read_text())
     return d
 
 

@@ -17,6 +17,24 @@ from typing import Any
 
 Part = tuple[str, int]
 
+# The families whose shapes parts() knows, by config.json's model_type; each has a recorded config
+# whose count tests/unit/test_model_size_published.py checks against the published one. Any other
+# family has an unknown size: a count from shape keys it does not know could be far too small.
+FAMILIES = {
+    "llama": "Llama 3.x", "mixtral": "Mixtral", "llama4": "Llama 4 (shared expert per MoE layer)",
+    "qwen3": "Qwen3", "qwen3_moe": "Qwen3 MoE", "qwen3_next": "Qwen3-Next", "qwen3_vl": "Qwen3-VL",
+    "qwen3_vl_moe": "Qwen3-VL MoE", "qwen3_5": "Qwen3.5/3.6", "qwen3_5_moe": "Qwen3.5/3.6 MoE",
+    "deepseek_v3": "DeepSeek V3/R1", "deepseek_v32": "DeepSeek V3.2", "kimi_k2": "Kimi K2",
+    "kimi_k25": "Kimi K2.5", "glm_moe_dsa": "GLM-5", "gpt_oss": "gpt-oss", "gemma4": "Gemma 4",
+    "minimax_m2": "MiniMax-M2", "mimo_v2_flash": "MiMo-V2-Flash",
+    "nemotron_h": "Nemotron-H (hybrid_override_pattern: Mamba-2, attention, MLP, MoE layers)",
+    "nemotron-nas": "DeciLM / Llama-Nemotron NAS (block_configs)",
+}
+
+
+def family(config: dict[str, Any]) -> str:
+    return str(config.get("model_type") or text_config(config).get("model_type") or "")
+
 
 def text_config(config: dict[str, Any]) -> dict[str, Any]:
     """The language model's keys: a multimodal wrapper's text_config over the top level."""
@@ -42,11 +60,16 @@ def parts(config: dict[str, Any]) -> list[Part]:
     out: list[Part] = [("embed_tokens", vocab * hidden)]
     if not c.get("tie_word_embeddings"):
         out.append(("lm_head", vocab * hidden))
-    kinds = _layer_kinds(c, layers)
-    for i in range(layers):
-        out += _attention(c, f"layers.{i}", kinds[i])
-        out += _mlp(c, f"layers.{i}", i)
-    out += _mtp(c, layers)
+    if isinstance(c.get("hybrid_override_pattern"), str):
+        out += nemotron_h(c)
+    elif isinstance(c.get("block_configs"), list):
+        out += decilm(c)
+    else:
+        kinds = _layer_kinds(c, layers)
+        for i in range(layers):
+            out += _attention(c, f"layers.{i}", kinds[i])
+            out += _mlp(c, f"layers.{i}", i)
+        out += _mtp(c, layers)
     vision = config.get("vision_config")
     if isinstance(vision, dict):
         out += _vision(vision, hidden)
@@ -133,6 +156,8 @@ def _mlp(c: dict[str, Any], at: str, i: int) -> Iterator[Part]:
     # the router: gpt-oss names it mlp.router, the others mlp.gate
     yield (f"{m}.router" if str(c.get("model_type", "")) == "gpt_oss" else f"{m}.gate"), hidden * experts
     shared = num(c, "shared_expert_intermediate_size")
+    if str(c.get("model_type", "")).startswith("llama4"):   # every Llama 4 MoE layer has one, no key says so
+        shared = num(c, "intermediate_size")
     if shared:
         for proj in ("gate_proj", "up_proj", "down_proj"):
             yield f"{m}.shared_expert.{proj}", hidden * shared
@@ -170,3 +195,67 @@ def _vision(v: dict[str, Any], text_hidden: int) -> Iterator[Part]:
     wide = h * merge * merge
     mergers = 1 + len(v.get("deepstack_visual_indexes") or [])
     yield "visual", depth * block + embed + mergers * (wide * wide + wide * out)
+
+
+def nemotron_h(c: dict[str, Any]) -> Iterator[Part]:
+    """Nemotron-H: one block per character of hybrid_override_pattern: M Mamba-2 mixer, * attention,
+    - an MLP (relu2: up and down, no gate), E a MoE of such experts with a shared one; with
+    moe_latent_size the routed experts work in that smaller width between two projections."""
+    hidden = num(c, "hidden_size")
+    pattern = str(c["hybrid_override_pattern"])
+    mtp = str(c.get("mtp_hybrid_override_pattern") or "") * num(c, "num_nextn_predict_layers")
+    for i, kind in enumerate(pattern + mtp):
+        at = f"layers.{i}.mixer" if i < len(pattern) else f"mtp.layers.{i - len(pattern)}.mixer"
+        if kind == "M":
+            inner = num(c, "mamba_num_heads") * num(c, "mamba_head_dim") or num(c, "expand") * hidden
+            groups = num(c, "n_groups") * num(c, "ssm_state_size")
+            yield f"{at}.in_proj", hidden * (2 * inner + 2 * groups + num(c, "mamba_num_heads"))
+            yield f"{at}.conv1d", (inner + 2 * groups) * (num(c, "conv_kernel") or 4)
+            yield f"{at}.out_proj", inner * hidden
+        elif kind == "*":
+            heads = num(c, "num_attention_heads")
+            head_dim = num(c, "head_dim", "attention_head_dim") or hidden // heads
+            kv = num(c, "num_key_value_heads") or heads
+            yield f"{at}.q_proj", hidden * heads * head_dim
+            yield f"{at}.k_proj", hidden * kv * head_dim
+            yield f"{at}.v_proj", hidden * kv * head_dim
+            yield f"{at}.o_proj", heads * head_dim * hidden
+        elif kind == "-":
+            yield f"{at}.up_proj", hidden * num(c, "intermediate_size")
+            yield f"{at}.down_proj", hidden * num(c, "intermediate_size")
+        elif kind == "E":
+            experts, inter = num(c, "n_routed_experts"), num(c, "moe_intermediate_size")
+            width = num(c, "moe_latent_size") or hidden
+            if width != hidden:
+                yield f"{at}.fc1_latent_proj", hidden * width
+                yield f"{at}.fc2_latent_proj", width * hidden
+            yield f"{at}.experts", experts * 2 * width * inter
+            yield f"{at}.gate", hidden * experts
+            shared = num(c, "moe_shared_expert_intermediate_size")
+            yield f"{at}.shared_experts.up_proj", hidden * shared
+            yield f"{at}.shared_experts.down_proj", hidden * shared
+
+
+def decilm(c: dict[str, Any]) -> Iterator[Part]:
+    """DeciLM / Llama-Nemotron (NAS): each block_configs entry sets its own attention (grouped-KV with
+    n_heads_in_group, a single linear, or none) and its own FFN width (ffn_mult)."""
+    hidden, heads = num(c, "hidden_size"), num(c, "num_attention_heads")
+    head_dim = num(c, "head_dim") or hidden // heads
+    for i, block in enumerate(c["block_configs"]):
+        attn, ffn = block.get("attention") or {}, block.get("ffn") or {}
+        a, m = f"layers.{i}.self_attn", f"layers.{i}.mlp"
+        if attn.get("replace_with_linear"):
+            yield f"{a}.linear_attn", hidden * hidden
+        elif not attn.get("no_op"):
+            kv = heads // (attn.get("n_heads_in_group") or 1)
+            yield f"{a}.q_proj", hidden * heads * head_dim
+            yield f"{a}.k_proj", hidden * kv * head_dim
+            yield f"{a}.v_proj", hidden * kv * head_dim
+            yield f"{a}.o_proj", heads * head_dim * hidden
+        if ffn.get("replace_with_linear"):
+            yield f"{m}.linear_mlp", hidden * hidden
+        elif not ffn.get("no_op"):
+            # DeciLM's ffn_mult_to_intermediate_size: 2/3 of mult x hidden, rounded up to 256
+            inter = -(-int(2 * float(ffn.get("ffn_mult") or 0) * hidden / 3) // 256) * 256
+            for proj in ("gate_proj", "up_proj", "down_proj"):
+                yield f"{m}.{proj}", hidden * inter

@@ -18,7 +18,7 @@ import fnmatch
 import re
 from typing import Any
 
-from gpunode.facts.model_parts import parts, text_config
+from gpunode.facts.model_parts import FAMILIES, family, parts, text_config
 
 # bytes per parameter: quantized formats carry block scales (NVFP4: one FP8 scale per 16
 # values, MXFP4: one E8M0 scale per 32, AWQ/GPTQ: a 16-bit scale and zero per 128)
@@ -48,8 +48,34 @@ def _bare(module: str) -> str:
     return re.sub(r"\.experts(\.\d+)?(\..*)?$", ".experts", module)
 
 
-def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> dict[str, str]:
-    """{bare module name: format} from a per-module list (ModelOpt MIXED_PRECISION, compressed-tensors groups)."""
+def _group_format(w: dict[str, Any]) -> str | None:
+    """A compressed-tensors weight spec as a format; integer ones with a group size carry a bf16 scale
+    (and a zero point when asymmetric) per group: 'int4/32' is 4 bits + 16/32 bits per weight."""
+    bits, kind = w.get("num_bits"), w.get("type")
+    if kind == "float":
+        return "nvfp4" if bits == 4 else "fp8" if bits == 8 else None
+    if bits not in (4, 8):
+        return None
+    group = w.get("group_size")
+    if isinstance(group, int) and group > 0:
+        per = 2 * (1 if w.get("symmetric", True) else 2)
+        fmt = f"int{bits}/{group}{'' if per == 2 else 'z'}"
+        _RATES[fmt] = bits / 8 + per / group
+        return fmt
+    return f"int{bits}"
+
+
+_RATES: dict[str, float] = {}
+
+
+def _rate(fmt: str) -> float:
+    return BYTES.get(fmt) or _RATES[fmt]
+
+
+def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tuple[dict[str, str], str | None]:
+    """({bare module name: format}, the format of every other linear layer or None) from a per-module
+    list (ModelOpt MIXED_PRECISION) or compressed-tensors groups, whose targets are module names or a
+    class ("Linear": every linear layer the ignore list does not name)."""
     q = text_config(config).get("quantization_config")
     layers = ((hf_quant or {}).get("quantization") or {}).get("quantized_layers") \
         or (q.get("quantized_layers") if isinstance(q, dict) else None)
@@ -59,19 +85,19 @@ def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> dict[str,
             fmt = format_of(spec.get("quant_algo")) if isinstance(spec, dict) else None
             if fmt:
                 out[_bare(str(module))] = fmt
-        return out
+        return out, None
     groups = q.get("config_groups") if isinstance(q, dict) else None
+    every: str | None = None
     for group in (groups or {}).values():
         if not isinstance(group, dict):
             continue
-        w = group.get("weights") or {}
-        fmt = "nvfp4" if w.get("num_bits") == 4 and w.get("type") == "float" else \
-            "fp8" if w.get("num_bits") == 8 and w.get("type") == "float" else \
-            "int8" if w.get("num_bits") == 8 else "int4" if w.get("num_bits") == 4 else None
+        fmt = _group_format(group.get("weights") or {})
         for target in group.get("targets") or []:
-            if fmt and "." in str(target):   # class names ("Linear") and regexes are not module names
+            if fmt and str(target) == "Linear":
+                every = fmt
+            elif fmt and "." in str(target):   # other class names and regexes are not module names
                 out[_bare(str(target))] = fmt
-    return out
+    return out, every
 
 
 def _excluded(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> list[str]:
@@ -84,12 +110,19 @@ def _excluded(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> list[s
     hq = (hf_quant or {}).get("quantization") or {}
     if isinstance(hq.get("exclude_modules"), list):
         found += [str(p) for p in hq["exclude_modules"]]
-    return [_bare(p.removeprefix("re:")) for p in found]
+    return [p if p.startswith("re:") else _bare(p) for p in found]
 
 
 def _matches(name: str, patterns: list[str]) -> bool:
-    return any(fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, p + ".*") or name.startswith(p + ".")
-               or name == p for p in patterns)
+    """fnmatch for module names; compressed-tensors' "re:" patterns are regexes over the full name."""
+    for p in patterns:
+        if p.startswith("re:"):
+            if any(re.fullmatch(p[3:], wrapped + name) for wrapped in ("", *_WRAPPERS)):
+                return True
+        elif fnmatch.fnmatchcase(name, p) or fnmatch.fnmatchcase(name, p + ".*") or name.startswith(p + ".") \
+                or name == p:
+            return True
+    return False
 
 
 def estimate(config: dict[str, Any], index: dict[str, Any] | None, quantization: str | None,
@@ -99,12 +132,16 @@ def estimate(config: dict[str, Any], index: dict[str, Any] | None, quantization:
     total = meta.get("total_size") if isinstance(meta, dict) else None
     if isinstance(total, int) and not isinstance(total, bool) and total > 0:
         return total, "model.safetensors.index.json metadata.total_size"
+    kind = family(config)
+    if kind not in FAMILIES:
+        return 0, (f"unknown size: config.json's model_type {kind or '(none)'!r} is not a family whose shapes the "
+                   "estimate knows (facts/model_parts.py FAMILIES), and no index total_size or weights say it")
     found = parts(config)
     if not found:
-        return 0, "config.json lacks the shapes to count parameters"
+        return 0, "unknown size: config.json lacks the shapes to count parameters"
     base = format_of(dtype) or "bfloat16"
-    table = _table(config, hf_quant)
-    quant = format_of(quantization) if quantization else None
+    table, every = _table(config, hf_quant)
+    quant = every or (format_of(quantization) if quantization else None)
     excluded = _excluded(config, hf_quant)
     by_format: dict[str, int] = {}
     for name, n in found:
@@ -115,10 +152,18 @@ def estimate(config: dict[str, Any], index: dict[str, Any] | None, quantization:
         else:
             fmt = base
         by_format[fmt] = by_format.get(fmt, 0) + n
-    size = int(sum(n * BYTES[fmt] for fmt, n in by_format.items()))
+    size = int(sum(n * _rate(fmt) for fmt, n in by_format.items()))
     total_params = sum(by_format.values())
-    split = ", ".join(f"{n / 1e9:.1f}B {fmt} x {BYTES[fmt]:g}"
+    split = ", ".join(f"{n / 1e9:.1f}B {fmt} x {_rate(fmt):g}"
                       for fmt, n in sorted(by_format.items(), key=lambda kv: -kv[1]))
     unknown = f"; quantization {quantization!r} not known, counted as {base}" \
         if quantization and not quant and not table else ""
-    return size, f"estimated from config.json: {total_params / 1e9:.1f}B parameters ({split} bytes){unknown}"
+    named = _named_by(config, hf_quant) if quant or table else ""
+    return size, f"estimated from config.json: {total_params / 1e9:.1f}B parameters ({split} bytes){named}{unknown}"
+
+
+def _named_by(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str:
+    """Which file named the quantization: an FP8 repository may say it only in hf_quant_config.json."""
+    if ((hf_quant or {}).get("quantization") or {}).get("quant_algo"):
+        return "; quantization from hf_quant_config.json"
+    return "; quantization from config.json quantization_config"
