@@ -33,14 +33,14 @@ QWEN36 = {
 }
 
 
-def safetensors(path: Path, tensors: dict[str, list[int]]) -> None:
-    """A valid safetensors file: 8-byte little-endian header length, JSON header, zeroed BF16 data."""
+def safetensors(path: Path, tensors: dict[str, list[int]], dtype: str = "BF16") -> None:
+    """A valid safetensors file: 8-byte little-endian header length, JSON header, zeroed data of dtype."""
     header, offset = {}, 0
     for name, shape in tensors.items():
-        size = 2
+        size = 1 if dtype.startswith("F8") else 2
         for dim in shape:
             size *= dim
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + size]}
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
         offset += size
     blob = json.dumps(header).encode()
     path.write_bytes(struct.pack("<Q", len(blob)) + blob + bytes(offset))
@@ -144,3 +144,25 @@ def test_recorded_tiny_model_of_the_build_machine():
     sizes = dict(reversed(line.split(" ", 1)) for line in (snap / "model_files.txt").read_text().splitlines())
     assert int(sizes["./model.safetensors"]) == pytest.approx(2 * m.num_parameters, rel=0.01)
     assert not m.mtp_config and not m.mtp_weights
+
+
+def test_an_fp8_checkpoint_named_nowhere_but_in_its_shards_dtypes_is_fp8_and_says_where(tmp_path):
+    """Some FP8 repositories carry neither quantization_config nor hf_quant_config.json: the first
+    shard's safetensors header (F8_E4M3 tensors) is then the only place that says FP8, and the FP8
+    rules (no e4m3 MoE before sm_89) must still apply."""
+    folder = sharded(tmp_path / "m", {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe"}, SHARDS,
+                     write=set())
+    for shard, tensors in SHARDS.items():
+        safetensors(folder / shard, tensors, dtype="F8_E4M3")
+    m = probe(folder)
+    assert m.quantization == "fp8"
+    assert m.quantization_source == "safetensors header of model-00001-of-00002.safetensors (F8_E4M3 tensors)"
+    assert m.num_parameters is None   # one shard's header does not count the whole model
+
+
+def test_the_quantization_says_which_file_named_it(tmp_path):
+    hf = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}}
+    m = probe(sharded(tmp_path / "m", QWEN36, SHARDS, extra={"hf_quant_config.json": json.dumps(hf)}))
+    assert m.quantization == "fp8" and m.quantization_source == "hf_quant_config.json quant_algo"
+    plain = probe(sharded(tmp_path / "p", QWEN36, SHARDS))
+    assert plain.quantization is None and plain.quantization_source == ""

@@ -65,11 +65,16 @@ def local_model(path: str) -> Model:
 
     header = None
     single = folder / "model.safetensors"
-    if single.is_file() and not (folder / "model.safetensors.index.json").exists():
-        with open(single, "rb") as f:
+    # as the probe does (facts/model.py): a single file's header, else the first shard's, its name first
+    sharded = (folder / "model.safetensors.index.json").exists() or not single.is_file()
+    first = single if not sharded else next(iter(sorted(folder.glob("*.safetensors"))), None)
+    if first is not None and first.is_file():
+        with open(first, "rb") as f:
             n = int.from_bytes(f.read(8), "little")
-            header = userfiles.decode(f.read(n), single, what="safetensors header", error=FactError) \
+            header = userfiles.decode(f.read(n), first, what="safetensors header", error=FactError) \
                 if n <= 100 << 20 else None
+        if header is not None and sharded:
+            header = f"{first.name}\n{header}"
     m = model_facts.parse_model(str(folder), "\n".join(lines), text("config.json"),
                                 text("model.safetensors.index.json"), text("hf_quant_config.json"), header)
     return m  # with only a config (and index), parse_model estimates the size from them

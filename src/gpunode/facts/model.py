@@ -5,7 +5,9 @@ really there.
 The probe cats config.json, model.safetensors.index.json and hf_quant_config.json
 back raw and lists file sizes; for a single-file model it reads the safetensors
 header (8-byte little-endian length, then JSON) so that weight names are known
-without the index.
+without the index. For a sharded one it reads the first shard's header, its name
+on the line before: the tensors' dtypes are the only place some FP8 repositories
+say FP8 (no quantization_config, no hf_quant_config.json).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from gpunode.facts import model_size, served
+from gpunode.facts import model_parts, model_size, served
 from gpunode.facts.cache import Group
 from gpunode.facts.probe import Snippet
 from gpunode.facts.types import Model
@@ -24,7 +26,7 @@ _HAS_MODEL = '[ -n "$GN_MODEL" ]'
 # The JSON files and the single-file header are reused while those files are the same; the
 # listing (sizes: a copy may be under way) is read on every run.
 MODEL = Group("model", tuple(f'"$GN_MODEL"/{f}' for f in (
-    "config.json", "model.safetensors.index.json", "hf_quant_config.json", "model.safetensors")),
+    "config.json", "model.safetensors.index.json", "hf_quant_config.json", "*.safetensors")),
     fresh="model=$GN_MODEL")
 
 SNIPPETS = (
@@ -41,12 +43,16 @@ else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
     # od -tu8 reads the host's byte order; every GPU host we serve is little-endian.
     Snippet("model_header", r"""
 f="$GN_MODEL/model.safetensors"
+if [ -e "$GN_MODEL/model.safetensors.index.json" ] || [ ! -f "$f" ]; then
+  set -- "$GN_MODEL"/*.safetensors; f=$1
+  [ -f "$f" ] || exit 0
+  printf '%s\n' "${f##*/}"
+fi
 n=$(od -An -tu8 -N8 "$f"); n=${n##* }
 case $n in ''|*[!0-9]*) echo "unreadable header length: $n"; exit 3;; esac
 [ "$n" -le 104857600 ] || { echo "header too large: $n bytes"; exit 3; }
 head -c $((8 + n)) "$f" | tail -c "$n" """,
-            when=f'{_HAS_MODEL} && [ ! -e "$GN_MODEL/model.safetensors.index.json" ] '
-                 '&& [ -f "$GN_MODEL/model.safetensors" ]', cached=MODEL),
+            when=_HAS_MODEL, cached=MODEL),
 )
 
 # Layer type names vary by family ("linear_attention" in Qwen3.5/3.6 and
@@ -95,7 +101,7 @@ def quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str
     or quant_algo MIXED_PRECISION with NVFP4 layers listed per layer; all are nvfp4
     here, so that the NVFP4 rules (no NVFP4 on 8.9/9.0, the MoE runner) apply.
     """
-    found = _quantization(config, hf_quant)
+    found = _quantization(config, hf_quant)[0]
     if found in ("modelopt", "modelopt_fp4", "mixed_precision"):
         text = json.dumps([hf_quant, _get(config, "quantization_config")]).lower()
         if "nvfp4" in text or "modelopt_fp4" in text:
@@ -105,24 +111,40 @@ def quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str
     return found
 
 
-def _quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str | None:
+def _quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tuple[str | None, str]:
+    """(the quantization as named, the file and key that named it)."""
     if hf_quant:
         algo = (hf_quant.get("quantization") or {}).get("quant_algo")
         if algo:
-            return str(algo).lower()
+            return str(algo).lower(), "hf_quant_config.json quant_algo"
     q = _get(config, "quantization_config")
     if not isinstance(q, dict):
-        return None
+        return None, ""
+    where = "config.json quantization_config"
     if q.get("quant_algo"):
-        return str(q["quant_algo"]).lower()
+        return str(q["quant_algo"]).lower(), where
     method = str(q.get("quant_method", "")).lower() or None
     if method == "compressed-tensors":
         fmt = json.dumps(q).lower()
         if "nvfp4" in fmt:
-            return "nvfp4"
+            return "nvfp4", where
         if "float-quantized" in fmt:
-            return "fp8"
-    return method
+            return "fp8", where
+    return method, where
+
+
+def quantization_source(config: dict[str, Any], hf_quant: dict[str, Any] | None, header: dict[str, Any] | None,
+                        header_file: str) -> tuple[str | None, str]:
+    """quantization() and where it was read; a checkpoint neither config names is FP8 when its
+    safetensors header holds float8 tensors."""
+    found, where = quantization(config, hf_quant), _quantization(config, hf_quant)[1]
+    if found or not header:
+        return found, where if found else ""
+    kinds = sorted({str(v.get("dtype")) for v in header.values() if isinstance(v, dict)
+                    and str(v.get("dtype", "")).startswith("F8_")})
+    if kinds:
+        return "fp8", f"safetensors header of {header_file} ({', '.join(kinds)} tensors)"
+    return None, ""
 
 
 def config_problem(text: str | None, name: str, need_arch: bool = True) -> str:
@@ -172,7 +194,11 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         config_problem(index_text, "model.safetensors.index.json", need_arch=False) if index_text is not None else "")
     config = _json(config_text) or {}
     index = _json(index_text)
+    header_file = "model.safetensors"
+    if header_text and not header_text.lstrip().startswith("{"):   # a shard's header, its name first
+        header_file, _, header_text = header_text.partition("\n")
     header = _json(header_text)
+    whole = header if header_file == "model.safetensors" else None   # one shard's names are not the model's
     names: list[str] = []
     shards: tuple[str, ...]
     missing: tuple[str, ...] = ()
@@ -183,14 +209,14 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         missing = tuple(s for s in shards if s not in files)
     else:
         shards = tuple(sorted(p for p in files if p.endswith(".safetensors") and "/" not in p))
-        if header is not None:
-            names = [k for k in header if k != "__metadata__"]
+        if whole is not None:
+            names = [k for k in whole if k != "__metadata__"]
     layer_types = _get(config, "layer_types")
     layer_types = tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else ()
     text_config = config.get("text_config")
     arch = config.get("architectures")
     hf_quant = _json(quant_text)
-    quant = quantization(config, hf_quant)
+    quant, quant_source = quantization_source(config, hf_quant, header, header_file)
     dtype = str(_get(config, "dtype") or _get(config, "torch_dtype") or "")
     on_disk = sum(n for p, n in files.items() if p.endswith(served.WEIGHTS))
     unserved = served.left_out(files, served.index_shards(index))
@@ -211,6 +237,9 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         layer_types=layer_types,
         dtype=dtype,
         quantization=quant,
+        quantization_source=quant_source,
+        moe_experts=model_parts.num(model_parts.text_config(config), "n_routed_experts", "num_experts",
+                                    "num_local_experts"),
         size_bytes=size,
         size_source=size_source,
         config_problem=problem,
@@ -219,7 +248,7 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
         unserved=unserved,
         mtp_config=mtp_config(config),
         mtp_weights=mtp_weights(names, files, config),
-        num_parameters=_num_parameters(index, header),
+        num_parameters=_num_parameters(index, whole),
         max_position_embeddings=_get(config, "max_position_embeddings"),
     )
 

@@ -91,6 +91,8 @@ class Model:
     layer_types: tuple[str, ...] = ()
     dtype: str = ""
     quantization: str | None = None       # "fp8", "nvfp4", ...
+    quantization_source: str = ""         # the file that named it: "hf_quant_config.json quant_algo", ...
+    moe_experts: int = 0                  # routed experts per MoE layer (0: a dense model)
     size_bytes: int = 0
     shards: tuple[str, ...] = ()
     missing_shards: tuple[str, ...] = ()
