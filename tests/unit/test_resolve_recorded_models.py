@@ -23,6 +23,10 @@ MODELS = sorted(d for d in (DATA / "models").iterdir() if (d / "config.json").ex
 SHAPES = ("b200-x8", "h100-x8", "rtx-pro-6000-x8", "a100-x2-mig", "h200-x1")
 
 
+# known wrong plans that another change fixes; strict, so the fix makes these fail until removed
+OPEN = {("b200-x8", "deepseek-v3.2"): "issue 28 item 2: trtllm_mha forced on a DSA model (SGLang picks dsa)"}
+
+
 def recorded(folder: Path):
     text = (folder / "config.json").read_text()
     quant = folder / "hf_quant_config.json"
@@ -39,7 +43,9 @@ def outcome(folder: Path, shape: str):
 
 @pytest.mark.parametrize("folder", MODELS, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape", SHAPES)
-def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules(folder, shape):
+def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules(folder, shape, request):
+    if (shape, folder.name) in OPEN:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=OPEN[(shape, folder.name)]))
     result = outcome(folder, shape)
     if isinstance(result, ResolveError):
         assert "does not fit" in result.message or "cannot run" in result.message, result.message

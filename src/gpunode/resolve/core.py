@@ -119,6 +119,9 @@ def _model_checks(facts: Facts, gpus: GpuSet | None, rule: models.ModelRule, tra
     else:
         trail.decide("model family", rule.family.id, f"{rule.label} matches the {rule.family.name} rule",
                      fact=rule.fact, rule=rule.family.where, source=rule.family.source)
+    if m.quantization:
+        trail.decide("quantization", m.quantization, f"named by {m.quantization_source or 'the model facts'}",
+                     fact=f"model.quantization={m.quantization}", source="facts/model.py")
     if gpus is not None and m.quantization:
         q = str(m.quantization).lower()
         support = gpus.arch.quantization.get(q)
@@ -128,6 +131,30 @@ def _model_checks(facts: Facts, gpus: GpuSet | None, rule: models.ModelRule, tra
                                hint="use a BF16 or FP8 checkpoint on this GPU")
         if support == "unconfirmed":
             trail.warn(f"{q} checkpoints on compute capability {gpus.arch.cc}: how they run is unconfirmed")
+        if support == "weight-only":
+            _weight_only(facts, gpus, rule, q, trail)
+
+
+# SGLang's FP8 code on GPUs without e4m3 math (the wheels' layers/quantization/fp8.py)
+_FP8_SOURCE = ("sglang fp8.py: Fp8LinearMethod uses Marlin W8A16 where can_auto_enable_marlin_fp8() (sm_80-88), "
+               "Fp8MoEMethod has no Marlin path; https://github.com/sgl-project/sglang/issues/12887, "
+               "issues 5871 and 13471 (fp8e4nv not supported), PR 30681 (FP8 MoE via Marlin, open)")
+
+
+def _weight_only(facts: Facts, gpus: GpuSet, rule: models.ModelRule, q: str, trail: Trail) -> None:
+    m = rule.model
+    assert m is not None
+    if m.moe_experts:
+        raise ResolveError(
+            f"{rule.label} has {q} MoE experts ({m.moe_experts} per layer), which SGLang cannot run on compute "
+            f"capability {gpus.arch.cc}: its FP8 MoE kernel needs e4m3 math (sm_89+) and stops with "
+            "'type fp8e4nv not supported in this architecture'; only dense FP8 layers fall back to Marlin W8A16",
+            target=facts.target, evidence=f"gpus.yml {gpus.arch.where}: quantization.{q}=weight-only; {_FP8_SOURCE}",
+            hint="use the BF16 checkpoint or an AWQ/GPTQ INT4 one on this GPU, or a GPU of compute capability "
+                 "8.9 or newer (L4, L40S, H100, RTX 4090 and later)")
+    trail.decide("fp8 weights", "weight-only (Marlin W8A16)",
+                 f"compute capability {gpus.arch.cc} has no e4m3 math; SGLang keeps the weights in FP8 and "
+                 "computes in BF16 (slower prefill than on sm_89+)", rule=gpus.arch.where, source=_FP8_SOURCE)
 
 
 def _mem_fraction(gpus: GpuSet, choices: Choices, trail: Trail) -> float:

@@ -38,6 +38,12 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
             raise ResolveError(f"tp: {tp} does not fit the model: {fit}", target=facts.target,
                                hint=f"raise tp (up to {n}) or lower the model's size (a quantized checkpoint)")
         why = f"tp: {tp} set by the inventory"
+    elif not size and rule.model and rule.model.size_source.startswith("unknown size"):
+        # a guess could be far too small (a 99 GB model planned on one 80 GB GPU): ask instead
+        raise ResolveError(f"{rule.label}: {rule.model.size_source}", target=facts.target,
+                           hint="stage the weights (their files give the size), put the model's "
+                                "model.safetensors.index.json beside config.json (its metadata.total_size), "
+                                "or set tp: to the tensor-parallel size the model needs")
     elif not size or not usable:
         tp = 1
         why = "one server per GPU; the model's size or the GPU memory is unknown, so fit was not checked"

@@ -1,0 +1,113 @@
+"""The fit and FP8 decisions on recorded real configs (tests/data/models, each with its SOURCE) and
+recorded GPU shapes (tests/data/nvidia-smi): how many GPUs a model needs follows its real size, a
+model of unknown size is not planned on a guess, and FP8 MoE checkpoints are refused where SGLang
+has no e4m3 math (sm_80/sm_86) while dense FP8 ones run weight-only."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpunode.errors import ResolveError
+from gpunode.facts.model import parse_model
+from gpunode.resolve import resolve
+from tests.unit.resolve_facts import DATA, on
+
+MODELS = DATA / "models"
+
+
+def model(name: str, **change: object):
+    folder = MODELS / name
+    config = {**json.loads((folder / "config.json").read_text()), **change}
+    text = json.dumps(config)
+    quant = folder / "hf_quant_config.json"
+    return parse_model(f"/models/{name}", f"{len(text)} ./config.json", text, None,
+                       quant.read_text() if quant.exists() else None, None)
+
+
+def outcome(name: str, shape: str, **change: object):
+    try:
+        return resolve(on(shape, model=model(name, **change)))
+    except ResolveError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(("name", "shape", "tp"), [
+    # 99.7 GB of BF16 (DeciLM block_configs): two H100s, not one (counted as 47 GB before)
+    ("llama-3.3-nemotron-super-49b-v1", "h100-x8", 2),
+    ("llama-3.3-nemotron-super-49b-v1", "h200-x1", 1),
+    # 63 GB (Nemotron-H hybrid MoE, counted as 205 GB before): two H100 (weights and a KV reserve), one H200
+    ("nemotron-3-nano-30b-a3b-bf16", "h100-x8", 2),
+    ("nemotron-3-nano-30b-a3b-bf16", "h200-x1", 1),
+    # INT4 experts, 594 GB: eight B200 (2 TB when read as BF16, which fits nowhere)
+    ("kimi-k2.5", "b200-x8", 8),
+    ("mixtral-8x7b-v0.1", "h100-x8", 2),
+    ("qwen3-30b-a3b-fp8", "h100-x8", 1),
+    ("minimax-m2.5", "b200-x8", 2),
+    ("llama-4-scout-17b-16e-instruct", "h100-x8", 4),
+])
+def test_the_plan_uses_as_many_gpus_as_the_real_size_needs(name, shape, tp):
+    plan = outcome(name, shape)
+    assert not isinstance(plan, ResolveError), plan.message
+    assert plan.topology.tp == tp, plan.decision("topology")
+
+
+@pytest.mark.parametrize(("name", "shape"), [
+    ("qwen3-coder-480b-a35b-instruct", "h100-x8"),     # 960 GB of BF16
+    ("deepseek-v3.2", "h100-x8"),                      # 685 GB of FP8 on 640 GB
+    ("mixtral-8x7b-v0.1", "l4-x1"),                    # 93 GB on one 24 GB card
+    ("kimi-k2.5", "h100-x8"),
+])
+def test_a_model_bigger_than_the_box_is_refused(name, shape):
+    result = outcome(name, shape)
+    assert isinstance(result, ResolveError), result.topology
+    assert "does not fit" in result.message, result.message
+
+
+def test_a_model_of_a_family_the_estimate_does_not_know_is_not_planned_on_a_guess():
+    result = outcome("meta-llama-3.1-70b", "h100-x8", model_type="brand_new_arch")
+    assert isinstance(result, ResolveError)
+    assert "unknown size" in result.message and "brand_new_arch" in result.message
+    assert "tp:" in result.hint and "index" in result.hint
+
+
+@pytest.mark.parametrize("name", ["qwen3-30b-a3b-fp8", "minimax-m2.5"])
+@pytest.mark.parametrize("shape", ["a10-x1", "a100-sxm4-e-process"])
+def test_fp8_moe_checkpoints_are_refused_before_sm89_with_the_source(name, shape):
+    result = outcome(name, shape)
+    assert isinstance(result, ResolveError), result.topology
+    assert "fp8e4nv" in result.message and "MoE" in result.message
+    assert "issues/12887" in result.evidence and "8.9" in result.hint
+
+
+def test_dense_fp8_runs_weight_only_on_sm86_and_the_plan_says_so():
+    plan = outcome("qwen3-32b-fp8", "a100-sxm4-e-process")
+    assert not isinstance(plan, ResolveError), plan.message
+    d = plan.decision("fp8 weights")
+    assert d.value == "weight-only (Marlin W8A16)" and "can_auto_enable_marlin_fp8" in d.source
+
+
+def test_fp8_moe_runs_natively_from_sm89():
+    plan = outcome("qwen3-30b-a3b-fp8", "h100-x8")
+    assert not isinstance(plan, ResolveError)
+    assert plan.decision("fp8 weights") is None
+
+
+def test_the_cli_refuses_an_fp8_moe_named_only_by_its_shards_on_an_a10(tmp_path):
+    """gpunode resolve --model on a folder whose only FP8 mark is the shards' dtype (F8_E4M3): the
+    real A10 nvidia-smi (sm_86) and the real Qwen3-30B-A3B-FP8 config without its quantization_config."""
+    from tests.unit.test_facts_model import safetensors
+    from tests.unit.test_resolve_cli import gpunode
+
+    config = json.loads((MODELS / "qwen3-30b-a3b-fp8" / "config.json").read_text())
+    config.pop("quantization_config")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    weight_map = {"model.layers.0.mlp.experts.0.up_proj.weight": "model-00001-of-00001.safetensors"}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    safetensors(tmp_path / "model-00001-of-00001.safetensors", {"model.layers.0.mlp.experts.0.up_proj.weight": [8, 8]},
+                dtype="F8_E4M3")
+    out = gpunode("resolve", "--nvidia-smi", str(DATA / "nvidia-smi" / "a10-x1" / "nvidia-smi.txt"),
+                  "--model", str(tmp_path))
+    assert out.returncode == 2, out.stdout
+    assert "fp8 MoE experts" in out.stderr and "fp8e4nv" in out.stderr, out.stderr
