@@ -111,3 +111,34 @@ def test_the_cli_refuses_an_fp8_moe_named_only_by_its_shards_on_an_a10(tmp_path)
                   "--model", str(tmp_path))
     assert out.returncode == 2, out.stdout
     assert "fp8 MoE experts" in out.stderr and "fp8e4nv" in out.stderr, out.stderr
+
+
+def _a100_with(tmp_path, name: str):
+    """The real 8x A100-SXM4-80GB sglang.check_env report (tests/data/gpu-reports) and a real model folder."""
+    from gpunode.cli.resolve import offline_facts
+
+    folder = tmp_path / name
+    folder.mkdir()
+    for f in ("config.json", "hf_quant_config.json"):
+        if (MODELS / name / f).exists():
+            (folder / f).write_text((MODELS / name / f).read_text())
+    return offline_facts(str(DATA / "gpu-reports" / "check_env-a100-x8.txt"), str(folder))
+
+
+def test_a_modelopt_fp8_checkpoint_is_refused_before_sm89_whatever_the_pin_set(tmp_path):
+    """SGLang reads an FP8 checkpoint named only by hf_quant_config.json as modelopt_fp8, whose minimum
+    capability is 89 in every pinned wheel (its loader refuses 8.0 before any Marlin fallback could run)."""
+    facts = _a100_with(tmp_path, "llama-3.1-70b-instruct-fp8")
+    for variables in ({"pinset": "cu12-legacy"}, {}):
+        with pytest.raises(ResolveError) as err:
+            resolve(facts, variables)
+        assert "ModelOpt FP8" in err.value.message and "Minimum capability: 89" in err.value.message
+        assert "hf_quant_config.json" in err.value.message and "get_min_capability" in err.value.evidence
+        assert "quant_method fp8" in err.value.hint
+
+
+def test_an_fp8_checkpoint_sglang_reads_with_fp8_py_runs_weight_only_on_every_pin_set(tmp_path):
+    facts = _a100_with(tmp_path, "qwen3-32b-fp8")
+    plan = resolve(facts, {"pinset": "cu12-legacy"})
+    assert plan.decision("fp8 weights").value == "weight-only (Marlin W8A16)"
+    assert plan.decision("quantization").reason == "named by config.json quantization_config"

@@ -122,7 +122,7 @@ def _quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tu
         return None, ""
     where = "config.json quantization_config"
     if q.get("quant_algo"):
-        return str(q["quant_algo"]).lower(), where
+        return str(q["quant_algo"]).lower(), where + " quant_algo"
     method = str(q.get("quant_method", "")).lower() or None
     if method == "compressed-tensors":
         fmt = json.dumps(q).lower()

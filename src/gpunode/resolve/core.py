@@ -144,6 +144,18 @@ _FP8_SOURCE = ("sglang fp8.py: Fp8LinearMethod uses Marlin W8A16 where can_auto_
 def _weight_only(facts: Facts, gpus: GpuSet, rule: models.ModelRule, q: str, trail: Trail) -> None:
     m = rule.model
     assert m is not None
+    if "quant_algo" in m.quantization_source:
+        # SGLang reads a quant_algo without quant_method (config.json or hf_quant_config.json) as ModelOpt
+        # (configs/model_config.py), and ModelOptFp8Config.get_min_capability() is 89 in every pinned wheel
+        raise ResolveError(
+            f"{rule.label} is a ModelOpt FP8 checkpoint (named by {m.quantization_source}), which SGLang cannot run "
+            f"on compute capability {gpus.arch.cc}: it loads it as modelopt_fp8 and its loader stops with 'The "
+            "quantization method modelopt_fp8 is not supported for the current GPU. Minimum capability: 89'",
+            target=facts.target, evidence="sglang 0.5.10.post1 to 0.5.23: model_loader/loader.py checks "
+            "quant_config.get_min_capability(); modelopt_quant.py ModelOptFp8Config.get_min_capability() returns 89",
+            hint="use the BF16 checkpoint, or an FP8 one in SGLang's own format (quantization_config with quant_method "
+                 "fp8, e.g. the model maker's -FP8 repository), which runs weight-only here; or a GPU of compute "
+                 "capability 8.9 or newer")
     if m.moe_experts:
         raise ResolveError(
             f"{rule.label} has {q} MoE experts ({m.moe_experts} per layer), which SGLang cannot run on compute "
