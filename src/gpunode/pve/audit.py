@@ -258,6 +258,9 @@ def check_model_mount(f: Facts, report: Report) -> Iterable[Finding]:
     if not f.conf.complete:
         f.skip(report, "no-model-mount", "a fragment (no rootfs line): its mount points are not in it")
         return
+    if not f.gpus:
+        f.skip(report, "no-model-mount", "no GPU passed through: the audit looks for a model store only in GPU containers")
+        return
     folders = [m for m in [*f.mps, *f.entries] if not m.target.startswith("/dev/") and m.create_dir
                and not any(_under(m.source, d) for d in LIBRARY_DIRS)]
     wanted = f.options.model_source
@@ -315,6 +318,14 @@ CHECKS: tuple[Check, ...] = (
 
 
 def audit(conf: LxcConf, options: Options | None = None) -> Report:
+    qemu = conf.qemu_keys
+    if qemu:
+        shown = ", ".join(qemu[:4]) + (", ..." if len(qemu) > 4 else "")
+        raise lxcconf.LxcConfError(
+            f"{conf.source}: a QEMU virtual machine config ({shown}), not a container config: the container "
+            "audit does not apply to it",
+            hint="give a container config (/etc/pve/lxc/N.conf or `pct config N`); a VM with its GPU passed "
+                 "through (hostpciN) is provisioned as a plain SSH host, with no container to audit")
     facts = Facts(conf, options or Options())
     report = Report(source=conf.source, complete=conf.complete, snapshots=list(conf.snapshots),
                     nvidia_nodes=sorted(facts.nodes), memory_mib=memory_mib(conf))

@@ -25,6 +25,10 @@ _SECTION = re.compile(r"^\[([a-z][a-z0-9_\-]+|pve:pending)\]\s*$", re.IGNORECASE
 _LXC = re.compile(r"^(lxc\.[a-z0-9_\-.]+)(:|\s*=)\s*(.*?)\s*$")
 _KEY = re.compile(r"^([a-z][a-z_]*\d*):\s*(.+?)\s*$")
 _INDEXED = re.compile(r"^(dev|mp)(\d+)$")
+# Keys only a QEMU VM config has (qemu-server's PVE/QemuServer.pm): disks, passed-through PCI
+# devices, the machine type and VM identity. A container config (PVE writes rootfs) has none.
+_QEMU_KEY = re.compile(r"^(hostpci|scsi|virtio|sata|ide|efidisk|tpmstate)\d+$|^(vmgenid|smbios1|scsihw|bootdisk|"
+                       r"machine|bios|sockets|vga|kvm)$")
 _ALLOW = re.compile(r"^([cb])\s+(\d+|\*):(\d+|\*)(?:\s+([rwm]+))?$")
 
 SHAPES = "PVE reads `key: value`, `lxc.key: value`, `[snapshot]` and `# comment` lines"
@@ -81,6 +85,13 @@ class LxcConf:
     def complete(self) -> bool:
         """A whole container config (PVE always writes rootfs), not a posted fragment of lxc.* lines."""
         return self.get("rootfs") is not None
+
+    @property
+    def qemu_keys(self) -> list[str]:
+        """The QEMU-only keys of a VM config (/etc/pve/qemu-server/N.conf); empty for a container's."""
+        if self.complete:
+            return []
+        return [line.key for line in self.lines if _QEMU_KEY.match(line.key)]
 
     def error(self, line: Line | int, problem: str, hint: str = "") -> LxcConfError:
         number = line.number if isinstance(line, Line) else line
