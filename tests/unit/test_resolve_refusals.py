@@ -72,11 +72,33 @@ def test_unknown_gpu(shape, words):
     assert words in err.message and "gpus.yml" in err.hint
 
 
-def test_gpu_with_a_known_cc_but_no_architecture_row():
+def test_a_gpu_no_pinned_wheel_has_code_for_is_refused_without_add_a_row():
+    facts = on("h100-x8")
+    gpus = tuple(replace(g, compute_cap="7.0", name="Tesla V100-SXM2-32GB") for g in facts.gpus)
+    err = refused(replace(facts, gpus=gpus))
+    assert "compute capability 7.0 (sm_70): no released wheel" in err.message
+    assert "add a row" not in err.hint and "would not help" in err.hint and "8.0 or newer" in err.hint
+    # the evidence is what the wheels hold (compat/kernel_sms.yml), not a sentence typed by hand
+    assert "sglang-kernel 0.4.10 (x86_64: sm_80" in err.evidence and "vllm 0.20.1 (x86_64: sm_75" in err.evidence
+
+
+def test_t4_has_no_sglang_kernel_but_vllm_has_sm75_code():
     facts = on("h100-x8")
     gpus = tuple(replace(g, compute_cap="7.5", name="Tesla T4") for g in facts.gpus)
     err = refused(replace(facts, gpus=gpus))
     assert "compute capability 7.5, which no row in gpus.yml describes" in err.message
+    assert err.hint.startswith("only vllm can run on it (sglang: no pinned wheel has code for sm_75)")
+    assert "engine: vllm" in err.hint and "sglang-kernel" not in err.evidence
+
+
+def test_jetson_thor_has_kernel_code_on_aarch64_so_a_row_would_help():
+    # sglang-kernel's aarch64 wheels (0.4.2.post2 on) hold sm_110a: a gpus.yml row is the missing piece.
+    facts = on("h100-x8")
+    gpus = tuple(replace(g, compute_cap="11.0", name="NVIDIA Thor") for g in facts.gpus[:1])
+    err = refused(replace(facts, gpus=gpus))
+    assert "compute capability 11.0, which no row in gpus.yml describes" in err.message
+    assert "sglang-kernel 0.4.10 (aarch64)" in err.evidence and "sm_110a" in err.evidence
+    assert "sglang-kernel 0.4.10 (x86_64)" not in err.evidence and "sglang, vllm" in err.hint
 
 
 def test_mixed_architectures_ask_for_a_choice():
@@ -148,3 +170,13 @@ def test_malformed_inventory_variables(variables):
     with pytest.raises(InventoryError) as info:
         resolve(field_notes(), variables)
     assert next(iter(variables)) in str(info.value)
+
+
+def test_b300_is_not_planned_on_a_kernel_without_sm100f_or_sm103_code():
+    # sglang-kernel 0.4.1 (cu12-legacy) holds sm_100a, which runs on 10.0 only; 0.4.10 holds sm_100f.
+    facts = on("b200-x8")
+    gpus = tuple(replace(g, compute_cap="10.3", name="NVIDIA B300 SXM6 AC") for g in facts.gpus)
+    err = refused(replace(facts, gpus=gpus, driver=Driver("580.95.05", "13.0")), {"engine_version": "0.5.10.post1"})
+    assert "sglang-kernel 0.4.1 has no code for compute capability 10.3" in err.message
+    assert "sm_100a" in err.message and "kernel wheel has code" in err.hint
+    assert resolve(replace(facts, gpus=gpus, driver=Driver("580.95.05", "13.0"))).pinset.startswith("cu13")

@@ -259,7 +259,7 @@ def check_model_mount(f: Facts, report: Report) -> Iterable[Finding]:
         f.skip(report, "no-model-mount", "a fragment (no rootfs line): its mount points are not in it")
         return
     if not f.gpus:
-        f.skip(report, "no-model-mount", "no GPU passed through: the audit looks for a model store only in GPU containers")
+        f.skip(report, "no-model-mount", "no GPU passed through: a model store is looked for in GPU containers only")
         return
     folders = [m for m in [*f.mps, *f.entries] if not m.target.startswith("/dev/") and m.create_dir
                and not any(_under(m.source, d) for d in LIBRARY_DIRS)]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts, Gpu
+from gpunode.resolve import kernels
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.kb import KB, Arch
 from gpunode.resolve.trail import Trail
@@ -64,11 +65,23 @@ def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | Non
     cc, rows = next(iter(found.items()))
     arch = kb.arch(cc)
     if arch is None:
+        first = rows[0][0]
+        none = kernels.none_serve(kb, cc, f"GPU {first.index} ({first.name})")
+        if none:
+            message, hint, evidence = none
+            raise ResolveError(message, target=facts.target, evidence=f"{rows[0][1]}\n{evidence}", hint=hint)
         known = ", ".join(a.cc for a in kb.archs)
+        served = kernels.serving(kb, cc)
+        code = "; ".join(kernels.describe(p, m) + f" [pin set {p.id}]" for p, m in served)
+        engines = sorted({p.engine for p, _ in served})
+        lacking = sorted({p.engine for p in kb.pinsets if p.gpu_code} - set(engines))
+        without = f" ({', '.join(lacking)}: no pinned wheel has code for {kernels.sm(cc)})" if lacking else ""
         raise ResolveError(
-            f"GPU {rows[0][0].index} ({rows[0][0].name}) has compute capability {cc}, which no row in gpus.yml "
-            f"describes (known: {known})", target=facts.target, evidence=rows[0][1],
-            hint="add an architecture row for it to gpunode/compat/gpus.yml with its sources, or use other GPUs")
+            f"GPU {first.index} ({first.name}) has compute capability {cc}, which no row in gpus.yml "
+            f"describes (known: {known})", target=facts.target,
+            evidence=f"{rows[0][1]}\nwheels with code for it: {code}",
+            hint=f"only {', '.join(engines)} can run on it{without}: add an architecture row for {cc} to "
+                 f"gpunode/compat/gpus.yml with its sources and set engine: {engines[0]}, or use other GPUs")
     selected = tuple(g for g, _ in rows)
     mems = [g.memory_mib for g in selected if g.memory_mib]
     names = sorted({g.name for g in selected})

@@ -59,6 +59,14 @@ class Pinset:
     source: str
     where: str
     driver_native: str | None = None  # the driver's own CUDA is at least torch's from here on
+    kernel_version: str | None = None
+
+    @property
+    def gpu_code(self) -> tuple[str, str] | None:
+        """(package, version) of the wheel whose GPU code every server loads (compat/kernel_sms.yml)."""
+        if self.kernel_package and self.kernel_version:
+            return self.kernel_package, self.kernel_version
+        return ("vllm", self.version) if self.engine == "vllm" else None
 
     @property
     def cuda_major(self) -> int | None:

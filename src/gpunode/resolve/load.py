@@ -165,6 +165,7 @@ def _pinset(r: Reader, indexes: dict[str, Index]) -> Pinset:
         driver_min=_opt_version(r, "driver_min"), spec_v2_default=r.get("spec_v2_default", bool, None),
         uninstall_after=r.strings("uninstall_after", ()), unconfirmed=r.strings("unconfirmed", ()),
         source=r.source(), where=r.where(), driver_native=_opt_version(r, "driver_native"),
+        kernel_version=_version(kernel, "version") if kernel else None,
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import attention, driver, versions
+from gpunode.resolve import attention, driver, kernels, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -50,6 +50,13 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
         if arch.requires_cuda_major and p.cuda_major != arch.requires_cuda_major:
             out.append(Blocked("gpu", f"compute capability {arch.cc} needs a CUDA {arch.requires_cuda_major} stack",
                                p.torch_cuda, str(arch.requires_cuda_major)))
+    if gpus is not None and p.gpu_code:
+        machines = [sysf.arch] if sysf.arch else list(p.machines)
+        verdicts = {m: kernels.runs(p, m, gpus.arch.cc) for m in machines if m in p.machines}
+        if verdicts and not any(verdicts.values()) and all(v is False for v in verdicts.values()):
+            code = "; ".join(kernels.describe(p, m) for m in verdicts)
+            out.append(Blocked("kernel", f"{p.gpu_code[0]} {p.gpu_code[1]} has no code for compute capability "
+                               f"{gpus.arch.cc} ({code})", kernels.sm(gpus.arch.cc), ""))
     drv = facts.driver.version
     dfloor = driver.floor(p, gpus)
     if gpus is not None and p.torch_cuda and drv and dfloor and not versions.at_least(drv, dfloor.need):
@@ -201,6 +208,7 @@ def unblock(b: Blocked, p: Pinset) -> str:
         "attention": "drop attention_backend: or choose one the architecture allows",
         "nvcc": "use a pin set whose torch is CUDA >= " + (b.need or "?"),
         "gpu": "use a pin set with a newer CUDA for this GPU",
+        "kernel": "use a pin set whose kernel wheel has code for this GPU",
     }.get(b.check, "see the evidence")
 
 
@@ -231,7 +239,7 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
         return ResolveError(message, target=facts.target, evidence=f"rule source: {source}\n{evidence}",
                             hint=_alternatives(kb, engine, facts, gpus, rule, choices) or
                             "add a pin set with a newer release to gpunode/compat/pinsets.yml")
-    order = ["gpu", "driver", "glibc", "python", "machine", "attention", "nvcc"]
+    order = ["gpu", "kernel", "driver", "glibc", "python", "machine", "attention", "nvcc"]
     common = [c for c in order if all(any(b.check == c for b in bl) for _, bl in runs)]
     check = common[0] if common else next(b.check for b in runs[0][1])
     mine = [(p, next(b for b in bl if b.check == check)) for p, bl in runs if any(b.check == check for b in bl)]
@@ -271,6 +279,8 @@ def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: 
         parts.append("use a pin set whose torch is CUDA >= 12.9 (flashinfer's JIT on SM 12.x)")
     elif check == "gpu":
         parts.append("use a pin set with a newer CUDA for this GPU")
+    elif check == "kernel":
+        parts.append("use a pin set whose kernel wheel has code for this GPU (compat/kernel_sms.yml)")
     else:
         parts.append("see the evidence for each pin set")
     if chosen:
