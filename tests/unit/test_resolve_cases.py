@@ -225,11 +225,15 @@ def test_mtp_weights_turn_on_eagle_with_extra_buffer_under_each_versions_flag():
     assert legacy.env["SGLANG_ENABLE_SPEC_V2"] == "1"
 
 
-def test_gb10_needs_the_ptxas_fix_and_warns_that_memory_is_unknown():
+def test_gb10_needs_the_ptxas_fix_and_takes_its_shared_memory_from_the_product_table():
     plan = resolve(on("gb10-x1", system=replace(on("gb10-x1").system, arch="aarch64")))
     assert plan.pinset == "cu13-latest"
     assert plan.env["TRITON_PTXAS_PATH"].endswith("/nvidia/cu13/bin/ptxas")
-    assert any("memory unknown" in w for w in plan.warnings)
+    # nvidia-smi says "Not Supported" for its memory: NVIDIA's 128 GB, shared with the CPU
+    memory = plan.decision("gpu memory")
+    assert memory.value == f"{128 * 10**9 // 2**20} MiB" and "GB10 has 128 GB" in memory.reason
+    assert "dgx-spark" in memory.source
+    assert any("shared with the CPU" in w for w in plan.warnings)
 
 
 def test_weights_too_big_for_one_gpu_get_the_smallest_tensor_parallel_group_with_nccl_settings():

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts, Gpu
-from gpunode.resolve import kernels
+from gpunode.resolve import kernels, products
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.kb import KB, Arch
+from gpunode.resolve.products import Product
 from gpunode.resolve.trail import Trail
 
 
@@ -18,6 +19,11 @@ class GpuSet:
     gpus: tuple[Gpu, ...]
     arch: Arch
     memory_mib: int | None          # the smallest of the selected GPUs; None when unknown
+    # Where memory_mib came from when the facts had none: the product table's row for the name, or
+    # (floor=True) the smallest card of this compute capability in that table.
+    memory_from: Product | None = None
+    memory_floor: bool = False
+    host_arch: Product | None = None  # the product whose systems fix the host's CPU architecture
 
     @property
     def indexes(self) -> tuple[int, ...]:
@@ -83,7 +89,6 @@ def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | Non
             hint=f"only {', '.join(engines)} can run on it{without}: add an architecture row for {cc} to "
                  f"gpunode/compat/gpus.yml with its sources and set engine: {engines[0]}, or use other GPUs")
     selected = tuple(g for g, _ in rows)
-    mems = [g.memory_mib for g in selected if g.memory_mib]
     names = sorted({g.name for g in selected})
     trail.decide("gpu architecture", f"{cc} {arch.name}",
                  f"{len(selected)} GPU(s) ({', '.join(names)}) have compute capability {cc}",
@@ -92,4 +97,38 @@ def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | Non
     for g in selected:
         if g.mig_mode == "Enabled":
             trail.warn(f"GPU {g.index} has MIG enabled; the plan treats it as one whole GPU")
-    return GpuSet(selected, arch, min(mems) if len(mems) == len(selected) else None)
+    memory, made, floor = _memory(selected, cc, trail)
+    hosts = {p.host for p in map(products.lookup, names) if p}
+    host = next((p for p in map(products.lookup, names) if p and p.host), None) if len(hosts) == 1 else None
+    return GpuSet(selected, arch, memory, made, floor, host)
+
+
+def _memory(selected: tuple[Gpu, ...], cc: str, trail: Trail) -> tuple[int | None, Product | None, bool]:
+    """The memory of the smallest selected GPU: from the facts, else from the product table by name,
+    else the smallest card of this compute capability in that table (floor=True)."""
+    if all(g.memory_mib for g in selected):
+        return min(g.memory_mib for g in selected if g.memory_mib), None, False
+    each: list[tuple[int, Product | None]] = []
+    for g in selected:
+        p = None if g.memory_mib else products.lookup(g.name)
+        if g.memory_mib:
+            each.append((g.memory_mib, None))
+        elif p is not None:
+            each.append((p.memory_mib, p))
+    if len(each) == len(selected):
+        mem, _ = min(each, key=lambda x: x[0])
+        named = next(p for _, p in each if p)
+        trail.decide("gpu memory", f"{mem} MiB", f"the report shows no memory; {named.key} has {named.memory_gb} GB "
+                     f"(NVIDIA's figure, taken as {named.memory_gb} x 10^9 bytes, below what nvidia-smi shows)",
+                     fact=f"gpu name {selected[0].name!r} matches {named.key!r}", rule=products.WHERE,
+                     source=named.source)
+        if named.unified:
+            trail.warn(f"{named.key}'s {named.memory_gb} GB is shared with the CPU: the servers' processes, "
+                       "/dev/shm and the OS use the same memory as the weights")
+        return mem, named, False
+    least = products.smallest(cc)
+    if least is None:
+        return None, None, False
+    trail.warn(f"GPU memory unknown ({selected[0].name} is not in {products.WHERE}); only a model that fits the "
+               f"smallest card of compute capability {cc} ({least.key}, {least.memory_gb} GB) is planned")
+    return least.memory_mib, least, True

@@ -50,8 +50,9 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
         if arch.requires_cuda_major and p.cuda_major != arch.requires_cuda_major:
             out.append(Blocked("gpu", f"compute capability {arch.cc} needs a CUDA {arch.requires_cuda_major} stack",
                                p.torch_cuda, str(arch.requires_cuda_major)))
+    host = machine(facts, gpus)
     if gpus is not None and p.gpu_code:
-        machines = [sysf.arch] if sysf.arch else list(p.machines)
+        machines = [host] if host else list(p.machines)
         verdicts = {m: kernels.runs(p, m, gpus.arch.cc) for m in machines if m in p.machines}
         if verdicts and not any(verdicts.values()) and all(v is False for v in verdicts.values()):
             code = "; ".join(kernels.describe(p, m) for m in verdicts)
@@ -67,9 +68,9 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
         have = choices.python or ", ".join(sysf.pythons) or "?"
         out.append(Blocked("python", f"python {have} outside {p.python_min}-{p.python_max}", have,
                            f"{p.python_min}-{p.python_max}"))
-    if sysf.arch and p.machines and sysf.arch not in p.machines:
-        out.append(Blocked("machine", f"{sysf.arch} has no wheels in {p.id} (only {', '.join(p.machines)})",
-                           sysf.arch, ", ".join(p.machines)))
+    if host and p.machines and host not in p.machines:
+        out.append(Blocked("machine", f"{host} has no wheels in {p.id} (only {', '.join(p.machines)})",
+                           host, ", ".join(p.machines)))
     low, _ = rule.floor(p.engine)
     if low and versions.parse(p.version) < versions.parse(low):
         out.append(Blocked("model", f"{rule.label} needs {p.engine} >= {low}, {p.id} is {p.version}", p.version, low))
@@ -84,6 +85,14 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
                                f"capability {gpus.arch.cc}, but nvcc must match torch's CUDA {p.torch_cuda}",
                                p.torch_cuda, nvcc))
     return out
+
+
+def machine(facts: Facts, gpus: GpuSet | None) -> str:
+    """The target's CPU architecture: probed, else the one every system of its GPU product has
+    (GH200, GB200, GB10, Thor: aarch64); "" when neither says."""
+    if facts.system.arch:
+        return facts.system.arch
+    return gpus.host_arch.host or "" if gpus is not None and gpus.host_arch else ""
 
 
 def _python(p: Pinset, facts: Facts, choices: Choices) -> str | None:
@@ -135,7 +144,7 @@ def pick(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule
     passed_over = [p for p in fits if p is not chosen and pool.index(p) < pool.index(chosen)]
     py = _python(chosen, facts, choices)
     assert py is not None
-    _record(chosen, py, skipped, facts, choices, trail)
+    _record(chosen, py, skipped, facts, gpus, choices, trail)
     _record_driver(kb, chosen, passed_over, facts, gpus, choices, rule, trail)
     return Picked(chosen, py, tuple(skipped))
 
@@ -166,8 +175,8 @@ def _record_driver(kb: KB, p: Pinset, passed_over: list[Pinset], facts: Facts, g
             trail.warn(f"pinset: {x.id} ({x.status}) would run natively on driver {drv} (CUDA {x.torch_cuda})")
 
 
-def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts, choices: Choices,
-            trail: Trail) -> None:
+def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts, gpus: GpuSet | None,
+            choices: Choices, trail: Trail) -> None:
     if choices.pinset:
         why = f"named by the inventory (pinset: {p.id}) and it passes every check"
     elif choices.engine_version:
@@ -187,6 +196,13 @@ def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts
         trail.warn(f"the target's Python versions are unknown; the plan assumes python{py} is installed")
     trail.decide("python", py, py_why, fact=f"system.pythons={list(facts.system.pythons)}; "
                  f"default={facts.system.default_python}", rule=p.where, source=p.source)
+    host = machine(facts, gpus)
+    if not facts.system.arch and gpus is not None and gpus.host_arch and host:
+        trail.decide("host architecture", host, f"not probed; every {gpus.host_arch.key} system is {host}",
+                     fact=f"gpu name {gpus.gpus[0].name!r}", rule="compat/gpu_products.yml",
+                     source=gpus.host_arch.source)
+    elif not host and set(p.machines) != {"x86_64", "aarch64"}:
+        trail.warn(f"the target's CPU architecture is unknown; {p.id} has wheels for {', '.join(p.machines)} only")
     if not facts.system.glibc and p.glibc_min:
         trail.warn(f"the target's glibc is unknown; {p.id} needs glibc >= {p.glibc_min}")
     if facts.gpus and not facts.driver.version and p.driver_min:

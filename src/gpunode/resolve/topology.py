@@ -29,6 +29,10 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
     if mem and usable and size:
         fit = (f"weights {size / GIB:.1f} GiB; {n} GPU(s) of {mem / GIB:.1f} GiB; mem_fraction {mem_fraction}; "
                f"{kv_reserve(kb):.0%} of the pool kept for KV cache -> {usable / GIB:.1f} GiB for weights per GPU")
+    if size and (usable is None or (gpus.memory_floor and size > usable)):
+        raise ResolveError(_unknown_memory(gpus, rule.label, size, usable), target=facts.target,
+                           hint=f"run `{MEMORY_QUERY}` on the node and give that output instead "
+                                "(or plain `nvidia-smi`): it shows each GPU's memory")
     if choices.tp:
         tp = choices.tp
         if tp > n:
@@ -71,6 +75,20 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
     trail.decide("topology", f"{len(groups)} server(s) x tp {tp} ({kind})", why, fact=fit,
                  rule="compat/gpus.yml topology", source=kb.topology_source)
     return Topology(kind, len(groups), tp, indexes, tuple(unused)), groups
+
+
+MEMORY_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv"
+
+
+def _unknown_memory(gpus: GpuSet, label: str, size: int, usable: float | None) -> str:
+    name = gpus.gpus[0].name
+    said = f"the GPU memory is unknown: the facts show none and {name!r} is not in compat/gpu_products.yml"
+    if gpus.memory_from is None or usable is None:
+        return f"{said}, so whether {label} ({size / GIB:.1f} GiB of weights) fits cannot be judged"
+    least = gpus.memory_from
+    return (f"{said}; {label} ({size / GIB:.1f} GiB of weights) would not fit the smallest card of compute "
+            f"capability {gpus.arch.cc} ({least.key}, {least.memory_gb} GB: {usable / GIB:.1f} GiB for weights), "
+            "and no plan assumes a fit")
 
 
 def kv_reserve(kb: KB) -> float:
