@@ -37,8 +37,10 @@ CASES = [
 
 
 def test_every_recorded_report_has_a_case():
+    from tests.unit.test_gpu_reports_unseen import NAMES  # issue 28's reports, resolved there
+
     refused = {"q-memory-rtx2080-cut.txt", "q-memory-tail5.txt"}
-    assert {p.name for p in DATA.iterdir() if p.name != "README.md"} == {c[0] for c in CASES} | refused
+    assert {p.name for p in DATA.iterdir() if p.name != "README.md"} == {c[0] for c in CASES} | refused | NAMES
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

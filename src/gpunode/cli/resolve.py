@@ -82,14 +82,16 @@ def local_model(path: str) -> Model:
 
 def offline_facts(smi_file: str, model: str | None) -> Facts:
     from gpunode.facts import gpu_report
-    from gpunode.facts.types import Facts
+    from gpunode.facts.types import Facts, System
 
     text = userfiles.read_text(smi_file, what="nvidia-smi output", error=FactError)
     report = gpu_report.read_report(text)
     if not report.gpus:
         message, hint = gpu_report.refusal(smi_file, report)
         raise FactError(message, hint=hint)
+    machine = report.reported.machine if report.reported else None
     return Facts(target=Path(smi_file).stem, gpus=report.gpus, driver=report.driver, reported=report.reported,
+                 system=System(arch=machine or ""),
                  model=local_model(model) if model else None,
                  problems=(*report.problems, f"offline: only the {report.format} report and the model are known; "
                            "the system was not probed"))

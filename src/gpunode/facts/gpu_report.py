@@ -20,6 +20,7 @@ from gpunode.facts.types import Driver, Gpu, Reported
 TABLE, Q, QUERY = "nvidia-smi (table)", "nvidia-smi -q", "nvidia-smi --query-gpu CSV"
 XML, LIST, Q_MEMORY = "nvidia-smi -q -x (XML)", "nvidia-smi -L", "nvidia-smi -q -d MEMORY"
 CHECK_ENV, COLLECT_ENV = "python -m sglang.check_env", "python -m torch.utils.collect_env"
+AMD = "an AMD ROCm report"
 
 USABLE = ("`nvidia-smi -q` (or plain `nvidia-smi`), or gpunode's query: nvidia-smi "
           "--query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv")
@@ -35,8 +36,17 @@ class Report:
     missing: str = ""                 # when no GPU could be read: what the file lacks
 
 
+# What only a report from an AMD GPU says: SGLang's check_env on ROCm ("ROCM available",
+# "ROCM Driver Version", "AMD Topology"), torch's collect_env of a ROCm build, rocm-smi's banner.
+_AMD = re.compile(r"^\s*ROCM (?:available|Driver Version)\s*:|^AMD Topology:|ROCm System Management Interface|"
+                  r"^\s*ROCM used to build PyTorch\s*:\s*\d|^\s*GPU [\d,]+: AMD |GPU models and configuration\s*:"
+                  r"\s*AMD ", re.M)
+
+
 def recognise(text: str) -> str | None:
     """The format of a pasted report, from its markers."""
+    if _AMD.search(text):
+        return AMD
     if "<nvidia_smi_log" in text or re.search(r"<gpu id=\"", text):
         return XML
     if re.search(r"^\s*CUDA available\s*:", text, re.M) or "sglang.check_env" in text:
@@ -148,15 +158,20 @@ def parse_collect_env(text: str) -> tuple[SmiView, Reported]:
                 break
     torch = _value(text, "PyTorch version")
     runtime = _value(text, "CUDA runtime version")
+    # "OS: Ubuntu 22.04.5 LTS (aarch64)", or the Python platform's "...-aarch64-with-glibc2.35"
+    machine = re.search(r"^\s*OS\s*:.*\((x86_64|aarch64)\)\s*$", text, re.M) or \
+        re.search(r"^\s*Python platform\s*:.*-(x86_64|aarch64)-with", text, re.M)
     reported = Reported(format=COLLECT_ENV, torch=torch,
                         torch_cuda=_version(_value(text, "CUDA used to build PyTorch")) or _cuda_of_torch(torch),
-                        cuda_runtime=runtime, wsl="microsoft-standard-WSL" in text)
+                        cuda_runtime=runtime, wsl="microsoft-standard-WSL" in text,
+                        machine=machine.group(1) if machine else None)
     return SmiView(driver=_version(_value(text, "Nvidia driver version")), gpus=tuple(gpus)), reported
 
 
 # -- putting it together --------------------------------------------------------------------
 
 _MISSING = {
+    AMD: "NVIDIA GPUs: it is from AMD GPUs (ROCm)",
     Q_MEMORY: "no GPU names: `-d MEMORY` shows only the memory section",
     LIST: "no driver version and no CUDA version",
     QUERY: "no name column, or no header row saying which column is which",
@@ -167,6 +182,12 @@ def read_report(text: str) -> Report:
     """Whatever a pasted file shows, in the same terms the probe produces."""
     fmt = recognise(text)
     reported = None
+    if fmt == AMD:
+        return Report(fmt, (), Driver(None, None), (), None, missing=_MISSING[AMD])
+    if fmt in (CHECK_ENV, COLLECT_ENV):
+        cut = _cut(text, fmt)
+        if cut:
+            return Report(fmt, (), Driver(None, None), (), None, missing=cut)
     if fmt in (TABLE, Q, QUERY, Q_MEMORY, None):
         gpus, driver, problems = gpus_and_driver(_query(text), text, text, None)
     else:
@@ -189,6 +210,25 @@ def read_report(text: str) -> Report:
     return Report(fmt, gpus, driver, tuple(problems), reported)
 
 
+_GPU_KEY = {CHECK_ENV: r"^\s*GPU [\d,]+: ", COLLECT_ENV: r"GPU models and configuration\s*:"}
+
+
+def _cut(text: str, fmt: str) -> str:
+    """Why a pasted environment report cannot be trusted for its GPUs: it ends before its GPU list,
+    or on a GPU's name line, which may be cut inside the name ("NVIDIA B3" of "NVIDIA B300 SXM6 AC");
+    "" when it goes on past them."""
+    if not re.search(_GPU_KEY[fmt], text, re.M):
+        return "its GPUs: the report ends before its GPU list (it was cut off)"
+    lines = [line for line in text.splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    m = re.match(r"^\s*(?:GPU models and configuration\s*:\s*)?GPU ([\d,]+): \S", last)
+    if m:
+        index = m.group(1).split(",")[-1]
+        return (f"a whole GPU name: the report is cut off on GPU {index}'s name line ({last.strip()!r}), so "
+                "the name may be cut too")
+    return ""
+
+
 def _query(text: str) -> str | None:
     """The CSV query, with an index column added when the paste has none (rows are in index order)."""
     view = parse_query(text)
@@ -209,6 +249,11 @@ def _with_caps(view: SmiView) -> tuple[tuple[Gpu, ...], Driver, list[str]]:
 
 def refusal(path: str, report: Report) -> tuple[str, str]:
     """(message, hint) for a file with no usable GPU, in at most 5 lines; never the file itself."""
+    if report.format == AMD:
+        return (f"{path}: an AMD GPU report (ROCm): gpunode plans NVIDIA GPUs only; its pin sets are CUDA builds "
+                "of SGLang and vLLM",
+                "AMD GPUs are not supported by gpunode: run SGLang's or vLLM's ROCm build on this machine "
+                "yourself, or give the report of a machine with NVIDIA GPUs")
     what = f"recognised as `{report.format}` output" if report.format else "not a GPU report gpunode knows"
     seen = f"; driver {report.driver.version}" if report.driver.version else ""
     return (f"{path}: no GPU can be read from it ({what}{seen})\nmissing: {report.missing}",

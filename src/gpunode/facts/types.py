@@ -119,6 +119,7 @@ class Reported:
     sgl_kernel: str | None = None
     flashinfer: str | None = None
     wsl: bool = False                     # the report ran under WSL2
+    machine: str | None = None            # the CPU architecture it names ("x86_64", "aarch64")
 
 
 @dataclass(frozen=True)
