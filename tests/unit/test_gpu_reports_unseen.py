@@ -150,3 +150,9 @@ def test_an_x86_only_pin_set_for_a_host_of_unknown_architecture_is_said_not_sile
     assert "the target's CPU architecture is unknown; cu12-legacy has wheels for x86_64 only" in p.warnings
     # collect_env's OS line says x86_64: nothing to warn about
     assert not any("CPU architecture" in w for w in plan("collect_env-a10-x3.txt", 8).warnings)
+
+
+def test_explain_cites_the_gpu_code_read_from_the_kernel_wheel():
+    code = plan("table-l4-x1-r570.txt", 8).decision("gpu code")
+    assert code.value == "sglang-kernel 0.4.1 runs on sm_89"  # driver 570: the CUDA 12 pin set
+    assert "(x86_64): SASS sm_80, sm_89" in code.reason and "kernel_sms.yml" in code.rule

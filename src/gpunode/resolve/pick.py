@@ -197,6 +197,13 @@ def _record(p: Pinset, py: str, skipped: list[tuple[str, Blocked]], facts: Facts
     trail.decide("python", py, py_why, fact=f"system.pythons={list(facts.system.pythons)}; "
                  f"default={facts.system.default_python}", rule=p.where, source=p.source)
     host = machine(facts, gpus)
+    if gpus is not None and p.gpu_code:
+        on = [host] if host else list(p.machines)
+        code = "; ".join(kernels.describe(p, m) for m in on if kernels.runs(p, m, gpus.arch.cc))
+        trail.decide("gpu code", f"{p.gpu_code[0]} {p.gpu_code[1]} runs on {kernels.sm(gpus.arch.cc)}",
+                     f"the wheel holds code that loads on compute capability {gpus.arch.cc}: {code}",
+                     fact=f"compute capability {gpus.arch.cc}; machine {host or 'unknown'}", rule=kernels.WHERE,
+                     source=f"the released {p.gpu_code[0]} {p.gpu_code[1]} wheels on PyPI, read by gpunode.fatbin")
     if not facts.system.arch and gpus is not None and gpus.host_arch and host:
         trail.decide("host architecture", host, f"not probed; every {gpus.host_arch.key} system is {host}",
                      fact=f"gpu name {gpus.gpus[0].name!r}", rule="compat/gpu_products.yml",
