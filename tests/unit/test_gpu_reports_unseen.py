@@ -104,6 +104,9 @@ REFUSALS = [
     ("collect_env-rocm-mi250x.txt", "AMD", "AMD GPUs are not supported"),
     ("collect_env-rocm-device-66a1.txt", "AMD", "AMD GPUs are not supported"),
     ("collect_env-b300-cut.txt", "ends before its GPU list", "nvidia-smi --query-gpu="),
+    # Jetson Thor (11.0): the aarch64 kernel wheels have sm_110a, vLLM sm_110: a gpus.yml row is what is missing
+    ("collect_env-thor-x1-vllm-sections.txt", "compute capability 11.0, which no row in gpus.yml",
+     "only sglang, vllm can run on it: add an architecture row for 11.0"),
 ]
 
 
