@@ -144,6 +144,10 @@ def test_unknown_memory_and_an_unknown_product_plan_only_what_fits_the_smallest_
         resolve(replace(offline_facts(str(path), None), model=model(40)))
     assert "would not fit the smallest card of compute capability 8.9" in info.value.message
     assert "no plan assumes a fit" in info.value.message and "--query-gpu=" in info.value.hint
+    # tp from the inventory: a tenth of 40 GB per GPU fits even the smallest card (only one GPU here)
+    with pytest.raises(GpunodeError) as info:
+        resolve(replace(offline_facts(str(path), None), model=model(40)), {"tp": 8})
+    assert "only 1 GPU(s) are selected" in info.value.message
 
 
 def test_an_x86_only_pin_set_for_a_host_of_unknown_architecture_is_said_not_silent():
@@ -159,3 +163,9 @@ def test_explain_cites_the_gpu_code_read_from_the_kernel_wheel():
     code = plan("table-l4-x1-r570.txt", 8).decision("gpu code")
     assert code.value == "sglang-kernel 0.4.1 runs on sm_89"  # driver 570: the CUDA 12 pin set
     assert "(x86_64): SASS sm_80, sm_89" in code.reason and "kernel_sms.yml" in code.rule
+
+
+def test_thor_evidence_names_the_wheels_of_its_own_machine_only():
+    err = refusal("collect_env-thor-x1-vllm-sections.txt")
+    assert "sglang-kernel 0.4.10 (aarch64): SASS sm_90, sm_100f, sm_110a" in err.evidence
+    assert "(x86_64)" not in err.evidence  # the report's OS line says aarch64

@@ -93,7 +93,7 @@ def test_t4_has_no_sglang_kernel_but_vllm_has_sm75_code():
 
 def test_jetson_thor_has_kernel_code_on_aarch64_so_a_row_would_help():
     # sglang-kernel's aarch64 wheels (0.4.2.post2 on) hold sm_110a: a gpus.yml row is the missing piece.
-    facts = on("h100-x8")
+    facts = on("h100-x8", system=replace(KPRO6_CT, arch=""))  # not probed: Thor's systems are aarch64
     gpus = tuple(replace(g, compute_cap="11.0", name="NVIDIA Thor") for g in facts.gpus[:1])
     err = refused(replace(facts, gpus=gpus))
     assert "compute capability 11.0, which no row in gpus.yml describes" in err.message

@@ -77,7 +77,8 @@ def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | Non
             message, hint, evidence = none
             raise ResolveError(message, target=facts.target, evidence=f"{rows[0][1]}\n{evidence}", hint=hint)
         known = ", ".join(a.cc for a in kb.archs)
-        served = kernels.serving(kb, cc)
+        machine = facts.system.arch or next((p.host for p in map(products.lookup, [first.name]) if p and p.host), "")
+        served = [(p, m) for p, m in kernels.serving(kb, cc) if not machine or m == machine]
         code = "; ".join(kernels.describe(p, m) + f" [pin set {p.id}]" for p, m in served)
         engines = sorted({p.engine for p, _ in served})
         lacking = sorted({p.engine for p in kb.pinsets if p.gpu_code} - set(engines))

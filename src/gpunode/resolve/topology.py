@@ -29,7 +29,8 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
     if mem and usable and size:
         fit = (f"weights {size / GIB:.1f} GiB; {n} GPU(s) of {mem / GIB:.1f} GiB; mem_fraction {mem_fraction}; "
                f"{kv_reserve(kb):.0%} of the pool kept for KV cache -> {usable / GIB:.1f} GiB for weights per GPU")
-    if size and (usable is None or (gpus.memory_floor and size > usable)):
+    # tp set by the inventory: each GPU holds a tp-th of the weights (checked against the floor too)
+    if size and (usable is None or (gpus.memory_floor and size / (choices.tp or 1) > usable)):
         raise ResolveError(_unknown_memory(gpus, rule.label, size, usable), target=facts.target,
                            hint=f"run `{MEMORY_QUERY}` on the node and give that output instead "
                                 "(or plain `nvidia-smi`): it shows each GPU's memory")
