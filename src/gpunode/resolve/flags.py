@@ -6,7 +6,7 @@ from gpunode.errors import ResolveError
 from gpunode.resolve import attention, conditions, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
-from gpunode.resolve.kb import KB, FamilyAttention, FlagRow, Pinset
+from gpunode.resolve.kb import KB, Arch, FamilyAttention, FlagRow, Pinset
 from gpunode.resolve.models import ModelRule
 from gpunode.resolve.trail import Trail
 
@@ -194,9 +194,62 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
                      fact=fact, rule=verdict.rule, source=verdict.source)
     else:
         backend, why, source = attention.default(arch, p.version, rule.hybrid)
+        own = _sglang_pick(kb, p, rule, arch.cc)
+        if own is not None and _holds(arch, own, p.version, rule.hybrid):
+            trail.decide("attention backend", f"left to SGLang ({own})",
+                         f"sglang {p.version} picks {own} itself for {rule.label} on compute capability {arch.cc}, "
+                         "and no rule says it fails there; gpunode passes no flag",
+                         fact=fact, rule=f"{arch.where} archs[{arch.cc}]", source=DERIVED_SOURCE)
+            return _mm_attention(kb, p, arch, rule, fact, trail)
+        refused = _sglang_rejects(kb, p, rule, arch.cc).get(f"--attention-backend {backend}")
+        if own is not None and refused:
+            caveat = attention.judge(arch, own, p.version, rule.hybrid).reason
+            trail.warn(f"attention backend: sglang {p.version} rejects the architecture's default {backend} for "
+                       f"{rule.label} ({refused}), so its own choice {own} is kept: {caveat}")
+            trail.decide("attention backend", f"left to SGLang ({own})",
+                         f"sglang {p.version} rejects {backend} for this model and picks {own} itself",
+                         fact=fact, rule=f"{arch.where} archs[{arch.cc}]", source=DERIVED_SOURCE)
+            return _mm_attention(kb, p, arch, rule, fact, trail)
+        if own is not None:
+            why += f"; sglang {p.version} would pick {own} itself here, which a rule says fails: " + \
+                attention.judge(arch, own, p.version, rule.hybrid).reason
+            source += f"; {DERIVED_SOURCE}"
         trail.decide("attention backend", backend, why, fact=fact, rule=f"{arch.where} archs[{arch.cc}]",
                      source=source)
-    args = [flag(kb, "attention_backend", p.engine, p.version), backend]
+    return [flag(kb, "attention_backend", p.engine, p.version), backend, *_mm_attention(kb, p, arch, rule, fact, trail)]
+
+
+DERIVED_SOURCE = "compat/derived/sglang-choices.yml (inv kb.refresh: the pinned sglang's own choice)"
+
+
+def _sglang_pick(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> str | None:
+    """The attention backend the pin set's sglang picks by itself for this model's architecture, if derived."""
+    if not rule.model or not rule.model.architectures:
+        return None
+    picked = kb.sglang_pick(p.id, rule.model.architectures[0], cc) or {}
+    own = picked.get("attention_backend")
+    return str(own) if own else None
+
+
+def _sglang_rejects(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> dict[str, str]:
+    if not rule.model or not rule.model.architectures:
+        return {}
+    return dict((kb.sglang_pick(p.id, rule.model.architectures[0], cc) or {}).get("rejects") or {})
+
+
+def _holds(arch: Arch, backend: str, version: str, hybrid: bool) -> bool:
+    """SGLang's own pick stands unless a rule of gpus.yml says it fails or warns here. A backend the
+    rows do not list (dsa, flashmla, trtllm_mla: SGLang's per-model choices) is SGLang's business."""
+    if backend in arch.attention_forbidden:
+        return False
+    verdict = attention.judge(arch, backend, version, hybrid)
+    if verdict.level == "warn":
+        return False
+    return verdict.level == "ok" or (backend not in arch.attention_allowed and not hybrid)
+
+
+def _mm_attention(kb: KB, p: Pinset, arch: Arch, rule: ModelRule, fact: str, trail: Trail) -> list[str]:
+    args: list[str] = []
     if arch.mm_attention and rule.family and rule.family.multimodal:
         args += [flag(kb, "mm_attention_backend", p.engine, p.version), arch.mm_attention]
         trail.decide("vision attention backend", arch.mm_attention,

@@ -272,6 +272,12 @@ class KB:
     families: tuple[Family, ...]
     fixes: tuple[FixRule, ...]
     files: dict[str, str] = field(default_factory=dict)   # name -> path, for messages
+    # derived/sglang-choices.yml (inv kb.refresh): pin set -> architecture -> cc -> what sglang picks itself
+    sglang_picks: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
+
+    def sglang_pick(self, pinset: str, architecture: str, cc: str) -> dict[str, Any] | None:
+        """What the pin set's sglang picks by itself for this architecture on this compute capability."""
+        return self.sglang_picks.get(pinset, {}).get(architecture, {}).get(cc)
 
     def pinset(self, pid: str) -> Pinset | None:
         return next((p for p in self.pinsets if p.id == pid), None) or next(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from gpunode import yamlsrc
 from gpunode.resolve import conditions, versions
@@ -48,6 +49,9 @@ ACTION_KINDS = {"pip_install", "pip_uninstall", "apt_install", "ldconfig", "syml
 PHASES = ("before_install", "install", "after_install", "runtime")
 
 
+DERIVED = "derived/sglang-choices.yml"
+
+
 @lru_cache(maxsize=4)
 def load(folder: Path = COMPAT) -> KB:
     """The knowledge base in `folder` (default: the one shipped in the package)."""
@@ -74,9 +78,18 @@ def load(folder: Path = COMPAT) -> KB:
         families=tuple(_family(r) for r in top["models"].items("families")),
         fixes=tuple(_fix(r) for r in top["fixes"].items("fixes")),
         files={k: str(v) for k, v in files.items()},
+        sglang_picks=_derived(folder / DERIVED),
     )
     _cross_check(kb, top)
     return kb
+
+
+def _derived(path: Path) -> dict[str, Any]:
+    """The generated data of `inv kb.refresh` (gpunode/judge/derive.py); none until it has run."""
+    if not path.exists():
+        return {}
+    data = _top(path)
+    return {str(pid): dict(r.get("choices", dict, {})) for pid, r in _mapping(data, "pinsets").items()}
 
 
 def _top(path: Path) -> Reader:

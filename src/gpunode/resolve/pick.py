@@ -25,10 +25,39 @@ ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "vllm-cpu": "vLLM CPU"}
 
 @dataclass(frozen=True)
 class Blocked:
-    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "attention", "nvcc"
+    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "attention", "mamba", "nvcc"
     text: str           # "driver 570.86 < 580 (CUDA 13.0)"
     have: str = ""
     need: str = ""
+
+
+def sglang_rejects(kb: KB, p: Pinset, cc: str, rule: ModelRule, choices: Choices) -> list[Blocked]:
+    """What the pin set's own sglang refuses for this model on this GPU, as `inv kb.refresh` derived it
+    from the wheel: the model itself (a model type its transformers does not know, custom code), or
+    the inventory's attention backend or mamba strategy."""
+    if not rule.model or not rule.model.architectures:
+        return []
+    arch = rule.model.architectures[0]
+    said = kb.sglang_pick(p.id, arch, cc)
+    if not said:
+        return []
+    why = f"sglang {p.version}'s own checks (compat/derived/sglang-choices.yml)"
+    if said.get("rejected"):
+        return [Blocked("model", f"sglang {p.version} refuses {arch} on compute capability {cc}: "
+                                 f"{said['rejected']} ({why})")]
+    out = []
+    rejects = said.get("rejects") or {}
+    chosen = f"--attention-backend {choices.attention_backend}"
+    if choices.attention_backend and chosen in rejects:
+        out.append(Blocked("attention", f"attention_backend {choices.attention_backend}: sglang {p.version} rejects "
+                                        f"it for {arch}: {rejects[chosen]}"))
+    if choices.mamba_strategy:
+        hit = next((k for k in rejects if " " in k and k.split()[1] == choices.mamba_strategy
+                    and k.startswith("--mamba")), None)
+        if hit:
+            out.append(Blocked("mamba", f"mamba_strategy {choices.mamba_strategy}: sglang {p.version} rejects "
+                                        f"`{hit}` for {arch} on compute capability {cc}: {rejects[hit]}"))
+    return out
 
 
 @dataclass(frozen=True)
@@ -38,7 +67,8 @@ class Picked:
     skipped: tuple[tuple[str, Blocked], ...]
 
 
-def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices) -> list[Blocked]:
+def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
+           kb: KB | None = None) -> list[Blocked]:
     """Every reason `p` cannot serve here, in the order of the resolver checks."""
     out: list[Blocked] = []
     sysf = facts.system
@@ -78,6 +108,8 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
         v = attention.judge(gpus.arch, choices.attention_backend, p.version, rule.hybrid)
         if v.level == "forbidden":
             out.append(Blocked("attention", f"attention_backend {choices.attention_backend}: {v.reason}"))
+    if kb is not None and gpus is not None and p.engine == "sglang":
+        out += sglang_rejects(kb, p, gpus.arch.cc, rule, choices)
     if gpus is not None and p.flashinfer and p.torch_cuda:
         nvcc = p.flashinfer.nvcc_min.get(gpus.arch.cc)
         if nvcc and versions.parse(p.torch_cuda) < versions.parse(nvcc):
@@ -133,7 +165,7 @@ def candidates(kb: KB, engine: str, choices: Choices, target: str) -> list[Pinse
 def pick(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choices: Choices,
          trail: Trail) -> Picked:
     pool = candidates(kb, engine, choices, facts.target)
-    results = [(p, checks(p, facts, gpus, rule, choices)) for p in pool]
+    results = [(p, checks(p, facts, gpus, rule, choices, kb)) for p in pool]
     fits = [p for p, blocked in results if not blocked]
     if not fits:
         raise refusal(kb, engine, facts, gpus, rule, choices, results)
@@ -171,7 +203,7 @@ def _record_driver(kb: KB, p: Pinset, passed_over: list[Pinset], facts: Facts, g
     free = Choices(**{**choices.__dict__, "pinset": None, "engine_version": None})
     for x in kb.pinsets:
         if (x.opt_in and x.engine == p.engine and driver.native(x, drv)
-                and not checks(x, facts, gpus, rule, free)):
+                and not checks(x, facts, gpus, rule, free, kb)):
             trail.warn(f"pinset: {x.id} ({x.status}) would run natively on driver {drv} (CUDA {x.torch_cuda})")
 
 
@@ -325,7 +357,7 @@ def _alternatives(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: 
             continue
         if same_engine and p.engine != engine:
             continue
-        if not checks(p, facts, gpus, rule, free):
+        if not checks(p, facts, gpus, rule, free, kb):
             via = f"pinset: {p.id}" if p.engine == engine else f"engine: {p.engine} (pin set {p.id})"
             fits.append(f"{via} ({p.engine} {p.version}, {p.status})")
     return "or set " + " or ".join(fits) if fits else ""
