@@ -26,7 +26,7 @@ import pytest
 from gpunode.errors import ResolveError
 from gpunode.facts.model import parse_model
 from gpunode.facts.types import Driver, Facts, Install
-from gpunode.judge import Case, Gpu, Verdict, judge
+from gpunode.judge import Case, Gpu, Verdict, derive, judge
 from gpunode.judge.env import JudgeEnv, JudgeError, build, lock_file
 from gpunode.pinlocks import ROOT as LOCKS
 from gpunode.resolve import resolve
@@ -123,19 +123,29 @@ def report(v: Verdict, how: str) -> str:
 
 
 @pytest.mark.parametrize("pinset", [p.id for p in SGLANG])
-def test_sglang_accepts_every_plan_of_the_pinset(pinset: str, capsys):
+def test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own(pinset: str, capsys):
+    """One judge run per pin set: every plan, and the cases `inv kb.refresh` derives its data from."""
     env = env_of(pinset)
     cases, how, refused = cases_for(pinset)
     assert cases, "the resolver made no plan for this pin set: the test checked nothing"
-    verdicts = judge(env, cases)
+    p = KB.pinset(pinset)
+    refs = derive.references(DATA / "models")
+    derived = derive.derive_cases(refs, derive.reference_gpus(p.torch_cuda or "13.0"), derive.kb_choices(KB, p))
+    verdicts = judge(env, cases + derived)
+    plans, rederived = verdicts[:len(cases)], derive.collect(derived, verdicts[len(cases):])
     broken = [v for v in verdicts if v.accepted is None]
-    rejected = [v for v in verdicts if v.accepted is False]
+    rejected = [v for v in plans if v.accepted is False]
+    recorded = (derive.load().get("pinsets", {}).get(pinset) or {}).get("choices") or {}
+    drift = derive.changes({"pinsets": {pinset: {"choices": recorded}}}, {"pinsets": {pinset: {"choices": rederived}}})
     with capsys.disabled():
-        print(f"\n[sglang-judge] {pinset} (sglang {KB.pinset(pinset).version}): {len(cases)} distinct plans judged, "
-              f"{len(rejected)} rejected, {len(broken)} not runnable; {refused} refused by the resolver")
+        print(f"\n[sglang-judge] {pinset} (sglang {p.version}): {len(cases)} distinct plans judged, {len(rejected)} "
+              f"rejected, {len(broken)} not runnable; {refused} refused by the resolver; {len(derived)} derived "
+              f"cases, {len(drift)} drifted")
     assert not broken, "the judge could not run these cases:\n  " + "\n  ".join(f"{v.id}: {v.error}" for v in broken)
-    assert not rejected, f"sglang {KB.pinset(pinset).version} rejects {len(rejected)} plans:\n  " + \
+    assert not rejected, f"sglang {p.version} rejects {len(rejected)} plans:\n  " + \
         "\n  ".join(report(v, how[v.id]) for v in rejected[:15])
+    assert not drift, f"{derive.FILE.name} is not what sglang {p.version} says today (run `inv kb.refresh`):\n  " + \
+        "\n  ".join(drift[:15])
 
 
 def test_the_judge_rejects_what_sglang_rejects():
