@@ -15,8 +15,9 @@ release's own dependencies at the versions its lock names. What stands in, and w
   call into them, so an importable stand-in takes their place (KERNEL_PACKAGES below).
 
 sglang computes some device facts once at import time (module-level `_is_sm100_supported`), so the
-cases of each compute capability run in a forked process that imports sglang after its stubs are
-set; within it, each case sets the GPU's name, memory and count and clears sglang's cached answers.
+cases of each compute capability run in a forked process (as many at once as there are cores) that
+imports sglang after its stubs are set; within it, each case sets the GPU's name, memory and count
+and clears sglang's cached answers.
 This file uses the standard library, torch and sglang only: it runs under the judge's Python.
 """
 
@@ -181,30 +182,37 @@ def _judge(prepare, case: dict) -> dict:
         os.environ.update(saved)
 
 
+def _emit(verdict: dict) -> None:
+    """One line in one write: the groups' processes share stdout, and a write of less than
+    PIPE_BUF bytes to a pipe is never interleaved with another."""
+    verdict["error"] = verdict["error"][:1500]
+    line = json.dumps(verdict)
+    if len(line) >= 4000:
+        verdict["resolved"] = {}
+        line = json.dumps(verdict)
+    os.write(1, (line + "\n").encode())
+
+
 def _run_group(cases: list[dict]) -> None:
     import torch
 
     _GPU.update(cases[0]["gpu"])
     folder = _stub_device(torch)
     _fake_nvidia_smi(folder)
-    out = sys.stdout
     try:
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             from sglang.srt.server_args import prepare_server_args
     except BaseException as exc:
         for case in cases:
-            out.write(json.dumps({"id": case["id"], "accepted": None, "where": _where(exc), "resolved": {},
-                                  "error": f"importing sglang.srt.server_args failed: {type(exc).__name__}: {exc}"})
-                      + "\n")
-        out.flush()
+            _emit({"id": case["id"], "accepted": None, "where": _where(exc), "resolved": {},
+                   "error": f"importing sglang.srt.server_args failed: {type(exc).__name__}: {exc}"})
         return
     for case in cases:
         _GPU.clear()
         _GPU.update(case["gpu"])
         _fake_nvidia_smi(folder)
         _forget_device_answers()
-        out.write(json.dumps(_judge(prepare_server_args, case)) + "\n")
-        out.flush()
+        _emit(_judge(prepare_server_args, case))
 
 
 def main() -> int:
@@ -215,9 +223,17 @@ def main() -> int:
     groups: dict[str, list[dict]] = {}
     for case in cases:
         groups.setdefault(f"{case['gpu']['cc']} CUDA {case['gpu']['cuda']}", []).append(case)
-    import torch  # noqa: F401  (imported once here, so each fork starts with it loaded)
+    # Imported once here, so that each fork starts with them loaded: none of them asks the device
+    # anything when it is imported.
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
 
+    running: dict[int, str] = {}
+    width = max(1, min(len(groups), os.cpu_count() or 1))
+    failed = False
     for key, group in groups.items():
+        while len(running) >= width:
+            failed |= _reap(running)
         sys.stdout.flush()
         pid = os.fork()
         if pid == 0:
@@ -228,13 +244,19 @@ def main() -> int:
                 traceback.print_exc()
                 code = 1
             finally:
-                sys.stdout.flush()
                 os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        if status != 0:
-            print(f"gpunode judge: the process for GPU {key} ended with status {status}", file=sys.stderr)
-            return 1
-    return 0
+        running[pid] = key
+    while running:
+        failed |= _reap(running)
+    return 1 if failed else 0
+
+
+def _reap(running: dict[int, str]) -> bool:
+    pid, status = os.wait()
+    key = running.pop(pid, "?")
+    if status != 0:
+        print(f"gpunode judge: the process for compute capability {key} ended with status {status}", file=sys.stderr)
+    return status != 0
 
 
 if __name__ == "__main__":
