@@ -19,6 +19,7 @@ Types (the right-hand side in types.yml):
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -71,6 +72,14 @@ def _path(value: Any) -> str:
         raise Bad("is not an absolute path (it must start with /)")
     if "\\" in text:
         raise Bad("holds a backslash, which systemd reads as an escape in a path")
+    # A `.` or `..` part names another folder than the one it seems to: model_source=/m/tiny/.. staged
+    # into /dev/shm/.. and its probe walked all of /dev (issue 29).
+    parts = text.split("/")
+    if "." in parts or ".." in parts:
+        plain = posixpath.normpath(text)
+        raise Bad(f"has a '.' or '..' part; write the folder it means without one ({plain})")
+    if not text.strip("/"):
+        raise Bad("is the root folder /; name the folder itself")
     return text
 
 
