@@ -87,6 +87,26 @@ def test_failed_verification_leaves_no_manifest(tmp_path, wheelhouse):
     assert not (tmp_path / "venvs/set-a/gpunode-lock.json").exists()
 
 
+def test_an_install_cut_off_after_a_packages_metadata_is_made_again_from_nothing(tmp_path, wheelhouse):
+    """A full disk mid-install (issue 29): a package's metadata landed, its files did not, and no
+    manifest was written. pip (uv too) takes the package for installed and skips it, so resuming in
+    place failed its verification on every re-run; the venv is made again and the re-run converges."""
+    t = LocalTransport()
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], verify=[["python", "-c", "import gpn_engine"]])
+    step.apply(t)
+    venv = tmp_path / "venvs/set-a"
+    (venv / "gpunode-lock.json").unlink()
+    files = [p for p in venv.glob("lib/python3*/site-packages/gpn_engine*") if not p.name.endswith(".dist-info")]
+    assert files and list(venv.glob("lib/python3*/site-packages/gpn_engine-1.0.dist-info"))
+    for path in files:
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    plan = _check(step, t)
+    assert isinstance(plan, Change) and plan.summary.startswith(f"remake {venv} ")
+    assert "a previous install did not finish" in plan.summary
+    step.apply(t)  # before: "verifying with `python -c 'import gpn_engine'` ... failed", on every re-run
+    assert isinstance(_check(step, t), NoChange)
+
+
 # What the probe and the manifest hashed before the listing moved into the shell and here: every
 # manifest written earlier holds this pipeline's answer, so a no-op must still match it.
 _OLD_LISTING = 'ls "$1"/lib/python3*/site-packages | grep -vx __pycache__ | LC_ALL=C sort | sha256sum | cut -c1-16'

@@ -3,8 +3,9 @@
 The lock manifest (<venv>/gpunode-lock.json) is written last, only after the
 install and its verification passed. A re-run compares the resolved spec's
 hash and the site-packages listing with it and does nothing when they match;
-an install cut off halfway has no manifest and is simply redone (pip and uv
-skip what is already there).
+an install cut off halfway has no manifest, and the venv is then made again
+from nothing (pip and uv would skip a package whose metadata landed but whose
+files did not).
 
 With a pin set's full lock (gpunode/pinlocks.py), `locked` holds its lines
 (name==version --hash=...): they are written to <venv>/gpunode-requirements.txt
@@ -55,8 +56,12 @@ _PROBE = _HEAD + '[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\
 #: In the batch, the manifests of all venvs are read by one process (engine/passes.py).
 READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 
-_CREATE = ('rm -f "$1/gpunode-lock.json"; [ -x "$1/bin/python" ] || '
-           '{ mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }')
+# A venv without its manifest holds an install that did not finish (cut off, a full disk), and what
+# is in it cannot be trusted: an installer skips a package whose metadata landed but whose files did
+# not (torch without torch_shm_manager after ENOSPC, issue 29), so it is made again from nothing.
+# One with a manifest is updated in place, its manifest removed first: cut off, it is made again too.
+_CREATE = ('if [ -f "$1/gpunode-lock.json" ]; then rm -f "$1/gpunode-lock.json"; else rm -rf "$1"; fi; '
+           '[ -x "$1/bin/python" ] || { mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }')
 
 # The manifest, written last (after the verification): the spec's hash ($2) and JSON (stdin) come
 # from here, the site-packages listing's hash and the time from the target itself, so the whole
@@ -158,7 +163,7 @@ class Venv(Step):
         except json.JSONDecodeError:
             manifest = None
         if not manifest:
-            return Change(f"install {self._what()} into {self.path} "
+            return Change(f"remake {self.path} and install {self._what()} "
                           "(no lock manifest: a previous install did not finish)")
         if manifest.get("spec_hash") != self.spec_hash():
             return Change(f"reinstall {self.path}: {_spec_delta(manifest.get('spec', {}), self.spec())}")
@@ -230,7 +235,8 @@ class Venv(Step):
         return args
 
 
-_RESUME = "re-run after fixing the cause; the install resumes and only the lock manifest marks it complete"
+_RESUME = ("re-run after fixing the cause: a venv without its lock manifest (written only once the install is "
+           "verified) is made again from nothing")
 
 
 def _merged(argv: list[str]) -> list[str]:
