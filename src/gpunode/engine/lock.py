@@ -27,18 +27,53 @@ import secrets
 import socket
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import BinaryIO
 
 from gpunode.errors import LockError
-from gpunode.transport.base import Held, Transport
+from gpunode.transport.base import Held, Result, Sink, Stdin, Transport
 
 # The first line of the lock shell is a marker that break_lock looks for in
 # /proc/<pid>/cmdline before it kills anything.
 # $3, when given, is the run's batched probe: it runs right after the lock is taken and its output
 # follows the first line as it is, up to the line $5 (random per run, so no output can end it
 # early), so lock and probe cost one round trip together. The newline before $5 is ours.
-_PROBED = """out() { echo "$1"; [ -n "$P" ] || return 0
-( eval "$P" ) </dev/null 2>&1; printf '\\n%s\\n' "$E"; }
+# gn_end PID ends PID and every process it started (found through /proc: a lock shell has no job
+# control, and in a container its process group is the host's). Shell builtins only: it runs in
+# the lock shell, whose no-op must start no program (tests/lab/test_noop_processes.py).
+# gn_st PID sets gn_t to its start time (a pid alone may have been reused).
+_STAT = """gn_st() { { read -r gn_l < "/proc/$1/stat"; } 2>/dev/null || return 1; set -- ${gn_l##*) }; gn_t=${20}; }
+"""
+_END = _STAT + """gn_end() { gn_all=$1 gn_new=" $1 "
+  while [ "$gn_new" != " " ]; do gn_next=" "
+    for gn_s in /proc/[0-9]*/stat; do
+      { read -r gn_l < "$gn_s"; } 2>/dev/null || continue
+      set -- ${gn_l##*) }
+      case $gn_new in *" $2 "*) gn_s=${gn_s#/proc/}; gn_next="$gn_next${gn_s%/stat} ";; esac
+    done
+    gn_all="$gn_next$gn_all" gn_new=$gn_next
+  done
+  # The deepest first, PID last: whoever waits for PID (the lock shell) goes on only once all are hit.
+  kill -KILL $gn_all 2>/dev/null; }
+# The commands of a run (Fenced) that are still going when its lock shell's stdin closes (released,
+# or its controller went away), or that a killed lock shell left: ended before the lock goes.
+# A record whose process has another start time is stale (a reboot): dropped, nothing killed.
+gn_reap() { for gn_f in "$d"/run/*; do [ -f "$gn_f" ] || continue
+  read -r gn_p gn_w < "$gn_f"; gn_st "$gn_p" && [ "$gn_t" = "$gn_w" ] && gn_end "$gn_p"; rm -f "$gn_f"; done; }
+"""
+
+_PROBED = _END + """exec 8<&0
+# The probe runs beside a watcher that ends it, with all it started, when stdin closes first: the
+# controller's deadline (Held) ran out, or the controller went away. A recorded batch that ran into
+# that is dropped, so the next run probes afresh. Neither holds the lock's descriptor 9: a process
+# left behind never keeps the lock.
+out() { echo "$1"; [ -n "$P" ] || return 0
+( eval "$P" ) </dev/null 8<&- 9>&- 2>&1 & gn_p=$!
+( while read -r _; do :; done; rm -f "$d"/probe-*.sh; gn_end "$gn_p" ) <&8 >/dev/null 2>&1 9>&- & gn_w=$!
+wait "$gn_p"; kill "$gn_w" 2>/dev/null
+printf '\\n%s\\n' "$E"; }
 P=$3 E=$5 GN_STATE=$1
 # flock and dd, the facts and the batch load no locale (engine/probe.py, LOCALE).
 LC_ALL=C; export LC_ALL
@@ -61,8 +96,10 @@ if ! take -x; then printf 'BUSY %s\\n' "$(head -n 1 "$d/lock.owner" 2>/dev/null)
 printf '%s %s\\n' "$$" "$2" > "$d/lock.owner"
 # Only a probe under this exclusive lock may update bookkeeping in $d (the facts cache).
 GN_EXCLUSIVE=1
+gn_reap
 out LOCKED
 while read -r _; do :; done
+gn_reap
 # Emptied, not removed: a builtin, and done before the lock goes, so the next holder's record stays.
 : > "$d/lock.owner"
 """
@@ -76,19 +113,77 @@ out LOCKED
 while read -r _; do :; done
 """
 
+# Ends whatever holds the lock: every process with the lock file open (a lock shell, a check's lock
+# shell, a process that inherited its descriptor, something a user started under flock), with all
+# it started; each is named on a HOLDER line first: its program's name, never its command line (an
+# older gpunode's lock shell had secrets there), and whether it is one of our lock shells.
 _BREAK = """d=$1
 [ -e "$d/lock" ] || { echo NOLOCK; exit 0; }
-exec 9<"$d/lock"
-if flock -n -x 9; then echo FREE; exit 0; fi
-pid=; rest=
+if flock -n -x "$d/lock" true; then echo FREE; exit 0; fi
+""" + _END + """pid=; rest=
 [ -r "$d/lock.owner" ] && read -r pid rest < "$d/lock.owner"
-case "$pid" in ''|*[!0-9]*) echo "UNKNOWN"; exit 0;; esac
-grep -q gpunode-lock "/proc/$pid/cmdline" 2>/dev/null || { echo "UNKNOWN $pid"; exit 0; }
-kill -TERM "$pid" 2>/dev/null
-flock -w 5 -x 9 || { kill -KILL "$pid" 2>/dev/null; flock -w 5 -x 9; } || { echo "STUCK $pid"; exit 0; }
+holders=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "$d/lock" 2>/dev/null | cut -d/ -f3 | sort -un)
+for h in $holders; do
+  comm=$(cat "/proc/$h/comm" 2>/dev/null)
+  grep -q gpunode-lock "/proc/$h/cmdline" 2>/dev/null && comm="$comm, a gpunode lock shell"
+  printf 'HOLDER %s %s\\n' "$h" "$comm"
+done
+# Named first, ended after: a holder may be another's child, gone with it.
+for h in $holders; do gn_end "$h"; done
+# Opened only now: this shell's children above would have been found holding it.
+exec 9<"$d/lock"
+flock -w 5 -x 9 || { echo "STUCK $holders"; exit 0; }
 rm -f "$d/lock.owner"
 echo "BROKEN $pid $rest"
 """
+
+
+# A command of an applying run, run by Fenced: it registers itself under $d/run (its pid and start
+# time) while it runs, so that the lock shell ends it, with all it started, when the run goes away
+# (gn_reap); the lock is let go only after that. It runs "$@" as its child, never by exec.
+_FENCE = """# gpunode-fence
+d=$1; shift
+""" + _STAT + """if gn_st $$; then { [ -d "$d/run" ] || mkdir -p "$d/run"; } && echo "$$ $gn_t" > "$d/run/$$"; fi
+# A missing program is reported as env reports it, which pct's transport turns into its own error.
+command -v "$1" >/dev/null || { echo "env: '$1': No such file or directory" >&2; rm -f "$d/run/$$"; exit 127; }
+"$@"; gn_rc=$?
+rm -f "$d/run/$$"
+exit $gn_rc
+"""
+
+
+class Fenced(Transport):
+    """The transport an applying run's steps and handlers use while it holds the lock: every
+    command registers itself for the lock shell (_FENCE), so a run's commands end with the run
+    (a killed controller's installer does not go on beside the next run's)."""
+
+    def __init__(self, inner: Transport, state_dir: str):
+        self.inner = inner
+        self.name = inner.name
+        self.state_dir = state_dir
+
+    def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
+        return self.inner._exec(["sh", "-c", _FENCE, "sh", self.state_dir, *argv], stdin, sink, timeout)
+
+    def hold(self, argv: Sequence[str], until: str = "") -> Held:
+        return self.inner.hold(argv, until)
+
+    def _raise_for_transport(self, result: Result) -> None:
+        self.inner._raise_for_transport(result)
+
+    # Transfers go to the wrapped transport's own methods (pct push, SFTP), as Metered's do.
+    def write_file(self, dest: str, data: bytes | BinaryIO, *, mode: int = 0o644, owner: str | None = None,
+                   sha256: str | None = None) -> None:
+        self.inner.write_file(dest, data, mode=mode, owner=owner, sha256=sha256)
+
+    def read_file(self, path: str, sink: Sink | None = None) -> bytes:
+        return self.inner.read_file(path, sink)
+
+    def put_tree(self, local_dir: Path, dest_dir: str) -> None:
+        self.inner.put_tree(local_dir, dest_dir)
+
+    def get_tree(self, src_dir: str, local_dir: Path) -> None:
+        self.inner.get_tree(src_dir, local_dir)
 
 
 #: Exit code and line of a command that refused to act because this run lost its lock.
@@ -235,8 +330,8 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
             target=target.name,
             # The parsed record only: an older gpunode's raw line may hold a command line's secrets.
             evidence="" if holder else f"{state_dir}/lock.owner: {'(unreadable)' if rest else '(empty)'}",
-            hint="wait for that run to finish; a run that died releases the lock by itself. If it hangs "
-            "on a half-open connection, break the lock (gpunode.engine.lock.break_lock)",
+            hint="wait for that run to finish; a run that died releases the lock by itself. If it hangs, "
+            "`inv unlock` ends whatever holds the lock, with all it started, and names it",
         )
     if not held.first_line:
         # Said nothing: most often the target is not there (pct: no such container, or stopped).
@@ -251,20 +346,24 @@ def acquire(target: Transport, state_dir: str, owner: Owner, *, shared: bool = F
 
 
 def break_lock(target: Transport, state_dir: str) -> str:
-    """End the run holding the target's lock; return a sentence saying what was done."""
+    """End whatever holds the target's lock, with all it started; return a sentence naming it."""
     result = target.script(_BREAK, state_dir, check=True, what=f"breaking the lock in {state_dir}")
-    word, _, rest = result.stdout.strip().partition(" ")
+    lines = result.stdout.strip().splitlines()
+    holders = [line.split(" ", 2)[1:] for line in lines if line.startswith("HOLDER ")]
+    named = ", ".join(f"process {h[0]} ({h[1].strip() if len(h) > 1 else '?'})" for h in holders)
+    word, _, rest = (lines[-1] if lines else "").partition(" ")
     if word in ("NOLOCK", "FREE"):
         return f"{target.name}: {state_dir}/lock is not held; nothing to break"
     if word == "BROKEN":
         pid, _, owner_json = rest.partition(" ")
         _, holder = Owner.parse(f"{pid} {owner_json}")
-        who = holder.describe() if holder else "unknown owner"
-        return f"{target.name}: ended lock holder process {pid} ({who}); the lock is free"
+        who = f" (run of {holder.describe()})" if holder else ""
+        return f"{target.name}: ended lock holder {named or 'process'}{who}; the lock is free"
     raise LockError(
         f"cannot break the lock {state_dir}/lock on {target.name}: "
-        + ("its holder is not a gpunode lock shell" if word == "UNKNOWN" else f"process {rest} did not let go"),
+        + (f"{named} did not let go" if named else "no process was found holding it"),
         target=target.name,
         evidence=result.stdout.strip(),
-        hint=f"find the holder with `fuser -v {state_dir}/lock` on the target and end it by hand",
+        hint=f"a process in uninterruptible sleep (a hung mount) cannot be ended; see `fuser -v {state_dir}/lock` "
+        "on the target",
     )

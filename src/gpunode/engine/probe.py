@@ -21,7 +21,7 @@ from gpunode import marked, shell
 from gpunode.engine import inline, passes
 from gpunode.errors import FactError, tail
 from gpunode.steps.base import Probe
-from gpunode.transport.base import Transport
+from gpunode.transport.base import Transport, probe_deadline
 
 
 def command(argv: Sequence[str]) -> str:
@@ -115,7 +115,7 @@ def _plain_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Pro
     nonce = new_nonce()
     # The script goes in on stdin: as one argv word it would hit Linux's
     # 128 KiB limit per argument on runs with many steps.
-    result = target.run(["sh", "-s"], stdin=build(probes, nonce).encode())
+    result = target.run(["sh", "-s"], stdin=build(probes, nonce).encode(), timeout=probe_deadline())
     try:
         return parse(result.stdout, len(probes), nonce)
     except FactError as exc:
@@ -126,5 +126,5 @@ def _plain_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Pro
 
 def run_one(target: Transport, argv: Sequence[str]) -> Probe:
     """One probe on its own, with the same folding as the batch (used for re-probes)."""
-    result = target.run(shell.sh('"$@" </dev/null 2>&1', *argv))
+    result = target.run(shell.sh('"$@" </dev/null 2>&1', *argv), timeout=probe_deadline())
     return Probe(result.exit_code, result.stdout)

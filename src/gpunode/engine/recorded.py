@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from gpunode import shell
 from gpunode.engine import lock, passes, probe
 from gpunode.engine.role import RolePlan
-from gpunode.transport.base import Transport
+from gpunode.transport.base import Transport, probe_deadline
 
 _NONCE_VAR = '"$GN"'
 
@@ -103,9 +103,14 @@ cat > "$f.new" && mv -f "$f.new" "$f" || { echo "gpunode: cannot record $f"; exi
 # a later round trip set the same, once the guard has said that this run still holds the lock.
 _UNDER_LOCK = "d=$1 GN_STATE=$1 GN_EXCLUSIVE=1\n"
 
-# Second round trip of an applying run: record the new batch, then run it.
-_RECORD = _STORE + _UNDER_LOCK + """GN=$4
-. "$f"
+# Second round trip of an applying run: run the new batch, then record it. Recorded only once it
+# has answered: a batch that hangs (its deadline ends it) is never replayed by a later run.
+_RECORD = lock.guard("$1", "$2") + """
+f="$1/probe-$3.sh"
+cat > "$f.new" || { echo "gpunode: cannot record $f"; exit 1; }
+""" + _UNDER_LOCK + """GN=$4
+. "$f.new"
+mv -f "$f.new" "$f"
 """
 
 # The facts again, at the end of an applying run (record_next).
@@ -124,7 +129,8 @@ def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence
     if not record:
         return probe.run_batch(target, argvs), digest
     text = f"# gpunode-probe {digest}\n{body}"
-    result = target.run(shell.sh(_RECORD, state_dir, run_id, key, nonce), stdin=text.encode())
+    result = target.run(shell.sh(_RECORD, state_dir, run_id, key, nonce), stdin=text.encode(),
+                        timeout=probe_deadline())
     if lock.lost(result.exit_code, result.stdout):
         raise lock.lost_error(target.name, state_dir)
     return probe.fill(target, folded, probe.parse_for(target.name, result.stdout, len(folded.argvs), nonce)), digest
@@ -144,7 +150,7 @@ def record_next(target: Transport, prelude: Prelude, argvs: Callable[[Sequence[R
     the plan refuses) leaves the old record: the next run then probes twice, as it would have.
     True when a batch was recorded."""
     nonce = probe.new_nonce()
-    facts = target.run(shell.sh(_FACTS + prelude.script(nonce), state_dir, run_id))
+    facts = target.run(shell.sh(_FACTS + prelude.script(nonce), state_dir, run_id), timeout=probe_deadline())
     if lock.lost(facts.exit_code, facts.stdout):
         return False
     body, digest = batch(passes.fold(argvs(prelude.build(facts.stdout, nonce))))

@@ -27,7 +27,7 @@ from gpunode.engine.metered import Metered
 from gpunode.engine.role import RolePlan
 from gpunode.errors import GpunodeError, LockError
 from gpunode.steps.base import Change, NoChange, Outcome, Step
-from gpunode.transport.base import Transport
+from gpunode.transport.base import Transport, probe_deadline
 
 DEFAULT_STATE_DIR = "/var/lib/gpunode"
 
@@ -61,6 +61,12 @@ class _Run:
     facts_touched: bool = False  # a step that may change the facts was applied (Step.changes_facts)
     stopped: str = ""  # why later steps are skipped, once something failed
     steps_reported: int = 0
+
+    @property
+    def commands(self) -> Transport:
+        """Where steps and handlers run their commands: fenced (engine/lock.Fenced), so that they end
+        with this run and never outlive its lock."""
+        return lock.Fenced(self.target, self.state_dir)
 
     # -- events ------------------------------------------------------------------
 
@@ -173,7 +179,7 @@ class _Run:
                 self.notifiers.setdefault((role.name, name), []).append(step.id)
             self.changed_something = self.stale = True
             self.facts_touched = self.facts_touched or step.changes_facts
-            step.apply(self.target)
+            step.apply(self.commands)
             entry = Entry(self.owner.run_id, self._by(), role.name, "step", step.id, outcome.summary)
             journal.update(self.target, self.state_dir, self.owner.run_id, entries=[entry])
             self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff)
@@ -196,7 +202,7 @@ class _Run:
     def _reprobe(self, step: Step) -> probe.Probe:
         """The step's probe again, refused on the target if this run lost its lock meanwhile."""
         script = lock.guard("$1", "$2") + '\nshift 2\n"$@" </dev/null 2>&1'
-        result = self.target.script(script, self.state_dir, self.owner.run_id, *step.probe())
+        result = self.target.script(script, self.state_dir, self.owner.run_id, *step.probe(), timeout=probe_deadline())
         if lock.lost(result.exit_code, result.stdout):
             raise lock.lost_error(self.target.name, self.state_dir)
         return probe.Probe(result.exit_code, result.stdout)
@@ -221,7 +227,7 @@ class _Run:
                     continue
                 why = self._why(key)
                 try:
-                    handler.run(self.target)
+                    handler.run(self.commands)
                 except Exception as exc:  # noqa: BLE001 - stays pending, reported as failed
                     self.stopped = f"not run: handler {name} failed"
                     self.event("handler", role.name, name, FAILED, _message(exc), started)

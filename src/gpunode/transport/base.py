@@ -9,6 +9,7 @@ an SSH command line built by gpunode.shell, `pct exec -- ...`).
 from __future__ import annotations
 
 import io
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -113,6 +114,47 @@ def read_held(read: Callable[[int], bytes], until: str) -> tuple[str, str]:
         if not chunk:
             return (_text(buf[:nl]), _text(buf[nl + 1:])) if nl >= 0 else (_text(buf), "")
         buf += chunk
+
+
+def probe_deadline() -> float:
+    """Seconds that a probe on a target may take: the lock shell's answer (lock, facts, the recorded
+    batch), a batch of its own, the facts again. A hung mount under a probed path would otherwise hold
+    the run, and its lock, for ever. GPUNODE_PROBE_DEADLINE changes it (a slow target; tests)."""
+    try:
+        return max(1.0, float(os.environ.get("GPUNODE_PROBE_DEADLINE", "") or 300.0))
+    except ValueError:
+        return 300.0
+
+
+class Deadline:
+    """A `read(n)` for read_held that gives up at a deadline (TimeoutError) and keeps what came,
+    for the evidence. `wait(fd_or_chan, seconds)` blocks until there is something to read."""
+
+    def __init__(self, read: Callable[[int], bytes], wait: Callable[[float], None], seconds: float):
+        self._read, self._wait = read, wait
+        self.seconds = seconds
+        self._end = time.monotonic() + seconds
+        self.got = bytearray()
+
+    def __call__(self, n: int) -> bytes:
+        left = self._end - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self._wait(left)
+        data = self._read(n)
+        self.got += data
+        return data
+
+    def error(self, target: str) -> CommandError:
+        return CommandError(
+            f"the probe did not answer within {self.seconds:g} s: gpunode ended it on the target, "
+            "with everything it started, and let go of the lock",
+            target=target,
+            evidence=tail(_text(self.got)),
+            hint="a command of the probe hangs on the target (a hung mount under a probed path, a path that "
+            "leads into /dev or /proc); the recorded probe was dropped, so the next run probes afresh. "
+            "A slow target: raise GPUNODE_PROBE_DEADLINE",
+        )
 
 
 def _text(data: bytes | bytearray) -> str:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import subprocess
 import threading
 from collections.abc import Sequence
 
 from gpunode.errors import CommandError
-from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed, read_held
+from gpunode.transport.base import CHUNK, Deadline, Held, Sink, Stdin, Transport, feed, probe_deadline, read_held
 
 
 class LocalTransport(Transport):
@@ -65,7 +66,15 @@ class LocalTransport(Transport):
         proc = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert proc.stdout is not None and proc.stdin is not None
         out = proc.stdout.fileno()  # unbuffered: read_held takes what has come
-        line, body = read_held(lambda n: os.read(out, n), until)
+        read = Deadline(lambda n: os.read(out, n), lambda left: _ready(out, left), probe_deadline())
+        try:
+            line, body = read_held(read, until)
+        except TimeoutError:
+            # Its stdin closed, the lock shell's watcher ends the probe (engine/lock.py).
+            proc.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+            raise read.error(self.name) from None
         if proc.poll() is not None and not line:
             err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
             raise CommandError(f"`{argv[0]}` ended at once", target=self.name, evidence=err)
@@ -76,3 +85,8 @@ class LocalTransport(Transport):
             proc.wait(timeout=30)  # always: a child of this process is reaped here
 
         return Held(first_line=line, _close=close, body=body)
+
+
+def _ready(fd: int, seconds: float) -> None:
+    if not select.select([fd], [], [], seconds)[0]:
+        raise TimeoutError

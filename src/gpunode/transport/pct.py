@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from gpunode.errors import ConnectError
+from gpunode.errors import CommandError, ConnectError
 from gpunode.transport.base import Held, Result, Sink, Stdin, Transport
 
+KILL_AFTER = 5  # seconds between timeout's SIGTERM and its SIGKILL in the container
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 BASE_ENV = {"PATH": CONTAINER_PATH, "HOME": "/root", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 
@@ -38,10 +39,20 @@ class PctTransport(Transport):
         return [self.pct, "exec", str(self.vmid), "--", "env", "-i", *env, *argv]
 
     def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
+        if timeout:
+            # The deadline inside the container: `timeout` there ends the command's whole process
+            # group (an installer's children too); the host's, later, only pct and what it passes
+            # the signal to. The host's stays as the fallback for a container that stopped answering.
+            argv = ["timeout", "-k", str(KILL_AFTER), f"{timeout:.3f}", *argv]
+            timeout += 2 * KILL_AFTER
         return self.host._exec(self.wrap(argv), stdin, sink, timeout)
 
     def hold(self, argv: Sequence[str], until: str = "") -> Held:
-        return self.host.hold(self.wrap(argv), until)
+        try:
+            return self.host.hold(self.wrap(argv), until)
+        except CommandError as exc:  # the probe's deadline: it ran in the container, not on the host
+            exc.target = self.name
+            raise
 
     def close(self) -> None:
         self.host.close()

@@ -20,7 +20,7 @@ from fabric import Connection
 from gpunode import shell
 from gpunode.errors import ConnectError, HostKeyError
 from gpunode.transport import known_hosts
-from gpunode.transport.base import CHUNK, Held, Sink, Stdin, Transport, feed, read_held
+from gpunode.transport.base import CHUNK, Deadline, Held, Sink, Stdin, Transport, feed, probe_deadline, read_held
 from gpunode.transport.hostkeys import (
     RefuseUnknown,
     default_known_hosts,
@@ -234,7 +234,14 @@ class SshTransport(Transport):
 
     def hold(self, argv: Sequence[str], until: str = "") -> Held:
         chan = self._channel(argv)
-        line, body = read_held(chan.recv, until)
+        read = Deadline(chan.recv, chan.settimeout, probe_deadline())
+        try:
+            line, body = read_held(read, until)
+        except TimeoutError:
+            # Closing the channel closes the lock shell's stdin: its watcher ends the probe (engine/lock.py).
+            chan.close()
+            raise read.error(self.name) from None
+        chan.settimeout(None)
 
         def close(wait: bool) -> None:
             try:
