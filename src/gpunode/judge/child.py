@@ -143,6 +143,20 @@ def _forget_device_answers() -> None:
                     clear()
 
 
+def _stand_in_fakes(torch) -> None:
+    """A stand-in kernel package registers no operators, so the fake (meta) implementations sglang
+    registers for them (for torch.compile) have nothing to attach to: skip those alone."""
+    real = torch.library.register_fake
+
+    def register_fake(op, func=None, /, *args, **kwargs):
+        name = op if isinstance(op, str) else ""
+        if name.split("::")[0] in KERNEL_PACKAGES:
+            return func if func is not None else (lambda f: f)
+        return real(op, func, *args, **kwargs) if func is not None else real(op, *args, **kwargs)
+
+    torch.library.register_fake = register_fake
+
+
 def _where(exc: BaseException) -> str:
     """The innermost sglang frame that raised: file (inside the package) and line."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
@@ -152,15 +166,31 @@ def _where(exc: BaseException) -> str:
     return f"{f.filename.split('/sglang/', 1)[1]}:{f.lineno} ({f.name})"
 
 
+def _resolved(args):
+    """What launch_server does after parsing. From 0.5.23 `prepare_server_args` returns the raw
+    input and `resolve_once()` runs the checks and model overrides, whose results are read through
+    `resolving_view`; before, ServerArgs.__post_init__ did it all."""
+    resolve_once = getattr(args, "resolve_once", None)
+    if not callable(resolve_once):
+        return args
+    resolve_once()
+    try:
+        from sglang.srt.arg_groups.overrides import resolving_view
+    except ImportError:
+        return args
+    return resolving_view(args)
+
+
 def _judge(prepare, case: dict) -> dict:
     saved = dict(os.environ)
     log = io.StringIO()
     try:
         with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             args = prepare(list(case["argv"]))
+            view = _resolved(args)
         resolved = {}
         for key in RESOLVED:
-            value = getattr(args, key, None)
+            value = getattr(view, key, None)
             if value is None or isinstance(value, (bool, int, float, str)):
                 resolved[key] = value
             else:
@@ -225,8 +255,11 @@ def main() -> int:
         groups.setdefault(f"{case['gpu']['cc']} CUDA {case['gpu']['cuda']}", []).append(case)
     # Imported once here, so that each fork starts with them loaded: none of them asks the device
     # anything when it is imported.
-    import torch  # noqa: F401
+    import torch
+    import torchvision  # noqa: F401  (it compares its CUDA with torch.version.cuda, which the stubs change)
     import transformers  # noqa: F401
+
+    _stand_in_fakes(torch)
 
     running: dict[int, str] = {}
     width = max(1, min(len(groups), os.cpu_count() or 1))

@@ -36,7 +36,9 @@ STAND_INS: dict[str, tuple[str, ...]] = {
     "flashinfer-cubin": ("flashinfer_cubin",),
     "flashinfer-jit-cache": ("flashinfer_jit_cache",),
     "sgl-deep-gemm": ("deep_gemm",),
-    "flash-attn-4": ("flash_attn", "flash_attn_interface"),
+    # left out with no stand-in: transformers takes an importable flash_attn for an installed one and
+    # looks up its distribution (KeyError 'flash_attn' in sglang 0.5.12.post1's transformers patches)
+    "flash-attn-4": (),
     "nvidia-cutlass-dsl": ("cutlass",),
     "nvidia-cutlass-dsl-libs-base": (),
     "nvidia-cutlass-dsl-libs-cu12": (),
