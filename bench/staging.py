@@ -1,13 +1,18 @@
-"""Staging throughput vs plain `cp` of the same files into /dev/shm, from one run.
+"""Staging vs plain `cp -r` of the same folders into /dev/shm, as ratios, from one run.
 
     python bench/staging.py                      # lab container 200, 2 GiB in 8 shards
     python bench/staging.py --local --gib 1      # this machine
+    python bench/staging.py --local --script OLD.sh   # another version (git show REV:src/gpunode/...)
 
-Both copies read the same source (made once, then read once so both start
-with it in the page cache) and write into /dev/shm on the same target; the
-staging side runs the real stage-weights.sh (chunked, resumable, manifest).
-The two alternate for --rounds rounds and the medians are compared, so that a
-busy neighbour slows both alike. Prints both rates and their ratio.
+Two folders: the model's shards (--gib in --shards files) and a folder of --small-files
+small files (1-8 KiB, in 10 subfolders: a tokenizer's or a code model's many files), where
+the cost per file shows. Each is made once, then read once so that every copy starts with it
+in the page cache, and is copied into /dev/shm on the same target by `cp -r` and by the real
+stage-weights.sh (resumable, verified, manifest, progress); then stage-weights.sh runs again
+over its own complete copy (the re-run a boot or a no-op provision does). cp and staging
+alternate for --rounds rounds and the medians are compared, so that a busy neighbour slows
+both alike. Each line gives the median time and its ratio to cp's (cp time / this time: above
+1 is faster than cp).
 """
 
 from __future__ import annotations
@@ -25,13 +30,32 @@ from gpunode import inventory, roles  # noqa: E402
 from gpunode.cli.session import Session  # noqa: E402
 from gpunode.transport import LocalTransport  # noqa: E402
 
-SRC = "/var/tmp/gpunode-bench/model"
+WORK = "/var/tmp/gpunode-bench"
+SRC = f"{WORK}/model"
+SMALL = f"{WORK}/small"
+SCRIPT = f"{WORK}/stage-weights.sh"
+
+_SHARDS = ('set -e; mkdir -p "$1"; i=0; while [ $i -lt "$2" ]; do f="$1/model-$i.safetensors"; '
+           '[ -f "$f" ] || head -c $(($3 * 1048576)) /dev/urandom > "$f"; i=$((i+1)); done; cat "$1"/* > /dev/null')
+# n files over 10 subfolders, 1-8 KiB each; made once (a marker file says the set is complete).
+_SMALL = ('set -e; n=$2; if [ ! -f "$1.done-$n" ]; then rm -rf "$1"; i=0; while [ $i -lt "$n" ]; do '
+          'd="$1/part-$((i % 10))"; mkdir -p "$d"; head -c $(((i % 8 + 1) * 1024)) /dev/urandom > "$d/file-$i.json"; '
+          'i=$((i+1)); done; : > "$1.done-$n"; fi; cat "$1"/*/* > /dev/null')
 
 
 def timed(t, argv) -> float:
     start = time.perf_counter()
     t.run(argv, check=True, timeout=3600)
     return time.perf_counter() - start
+
+
+def _round(t, src: str, name: str, times: dict[str, list[float]]) -> None:
+    cp_dest, stage_dest = f"/dev/shm/bench-cp-{name}", f"/dev/shm/bench-stage-{name}"
+    times["cp"].append(timed(t, ["cp", "-r", src, cp_dest]))
+    t.run(["rm", "-rf", cp_dest], check=True)
+    times["stage"].append(timed(t, ["sh", SCRIPT, src, stage_dest]))
+    times["rerun"].append(timed(t, ["sh", SCRIPT, src, stage_dest]))
+    t.run(["rm", "-rf", stage_dest], check=True)
 
 
 def main() -> None:
@@ -42,6 +66,8 @@ def main() -> None:
     ap.add_argument("--inventory", default="inventory")
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--small-files", type=int, default=1000)
+    ap.add_argument("--script", help="stage-weights.sh to bench (default: this checkout's)")
     ap.add_argument("--rounds", type=int, default=5, help="alternating cp/staging rounds; medians are compared")
     args = ap.parse_args()
 
@@ -52,34 +78,35 @@ def main() -> None:
         inv = inventory.load(args.inventory)
         t = session.transport(inv.target(args.host, args.ct, defaults=roles.defaults()))
     shard_mib = int(args.gib * 1024 / args.shards)
-    script = (files("gpunode") / "templates" / "weights" / "stage-weights.sh").read_text()
-    t.write_file("/var/tmp/gpunode-bench/stage-weights.sh", script.encode(), mode=0o755)
-    t.script('set -e; mkdir -p "$1"; i=0; while [ $i -lt "$2" ]; do f="$1/model-$i.safetensors"; '
-             '[ -f "$f" ] || head -c $(($3 * 1048576)) /dev/urandom > "$f"; i=$((i+1)); done; cat "$1"/* > /dev/null',
-             SRC, str(args.shards), str(shard_mib), check=True, timeout=3600)
-    total = args.shards * shard_mib * 1048576
-    cp_times, stage_times = [], []
+    default = files("gpunode") / "templates" / "weights" / "stage-weights.sh"
+    script = (Path(args.script) if args.script else default).read_text()
+    t.write_file(SCRIPT, script.encode(), mode=0o755)
+    t.script(_SHARDS, SRC, str(args.shards), str(shard_mib), check=True, timeout=3600)
+    t.script(_SMALL, SMALL, str(args.small_files), check=True, timeout=3600)
+    cases = {"shards": SRC, "small": SMALL}
+    times = {case: {"cp": [], "stage": [], "rerun": []} for case in cases}
+    scratch = [f"/dev/shm/bench-{side}-{case}" for case in cases for side in ("cp", "stage")]
     try:
-        t.run(["rm", "-rf", "/dev/shm/bench-cp", "/dev/shm/bench-stage"], check=True)
-        timed(t, ["cp", "-r", SRC, "/dev/shm/bench-cp"])  # warm-up: first tmpfs allocation is slower
-        t.run(["rm", "-rf", "/dev/shm/bench-cp"], check=True)
-        # Alternate the two so that a noisy neighbour hits both alike; compare medians.
+        t.run(["rm", "-rf", *scratch], check=True)
+        timed(t, ["cp", "-r", SRC, scratch[0]])  # warm-up: first tmpfs allocation is slower
+        t.run(["rm", "-rf", scratch[0]], check=True)
+        # Alternate cp and staging, and the two folders, so that a noisy neighbour hits all alike.
         for _ in range(args.rounds):
-            cp_times.append(timed(t, ["cp", "-r", SRC, "/dev/shm/bench-cp"]))
-            t.run(["rm", "-rf", "/dev/shm/bench-cp"], check=True)
-            stage_times.append(timed(t, ["sh", "/var/tmp/gpunode-bench/stage-weights.sh", SRC, "/dev/shm/bench-stage"]))
-            noop_s = timed(t, ["sh", "/var/tmp/gpunode-bench/stage-weights.sh", SRC, "/dev/shm/bench-stage"])
-            t.run(["rm", "-rf", "/dev/shm/bench-stage"], check=True)
+            for case, src in cases.items():
+                _round(t, src, case, times[case])
     finally:
-        t.run(["rm", "-rf", "/dev/shm/bench-cp", "/dev/shm/bench-stage"])
+        t.run(["rm", "-rf", *scratch])
         session.close()
-    cp_s, stage_s = statistics.median(cp_times), statistics.median(stage_times)
-    gib = total / 2**30
-    print(f"target: {t.name}; {args.shards} files, {gib:.2f} GiB; medians of {args.rounds} alternating rounds")
-    print(f"plain cp -r        : {cp_s:7.2f} s  {gib / cp_s:6.2f} GiB/s")
-    print(f"stage-weights.sh   : {stage_s:7.2f} s  {gib / stage_s:6.2f} GiB/s")
-    print(f"re-run (all staged): {noop_s:7.2f} s")
-    print(f"ratio staging/cp throughput: {cp_s / stage_s:.2f}")
+    gib = args.shards * shard_mib / 1024
+    print(f"target: {t.name}; medians of {args.rounds} alternating rounds; ratio = cp time / this time")
+    labels = {"shards": f"{args.shards} shards, {gib:.2f} GiB", "small": f"{args.small_files} small files"}
+    for case, label in labels.items():
+        m = {k: statistics.median(v) for k, v in times[case].items()}
+        rate = f"  {gib / m['stage']:6.2f} GiB/s (cp {gib / m['cp']:.2f})" if case == "shards" else ""
+        print(f"{label}:")
+        print(f"  plain cp -r          : {m['cp']:8.3f} s")
+        print(f"  stage-weights.sh     : {m['stage']:8.3f} s  ratio {m['cp'] / m['stage']:6.2f}{rate}")
+        print(f"  re-run (all staged)  : {m['rerun']:8.3f} s  ratio {m['cp'] / m['rerun']:6.2f}")
 
 
 if __name__ == "__main__":
