@@ -79,7 +79,8 @@ echo "@@total $total"
 
 copy_group() {  # $1: a list of small files (name, size, mtime), copied by one cp and renamed in few mv
   list=$1
-  (cd "$src" && xargs -d '\n' cp -L --parents -t "$new" -- < "$list.names")
+  # Modes as dd and mkdir gave them (0644, 0755), not a read-only source's, so a re-stage can write.
+  (cd "$src" && xargs -d '\n' cp -L --parents --no-preserve=mode -t "$new" -- < "$list.names")
   (cd "$new" && find . -type f -printf '%P\t%s\n') > "$work/got"
   # Each copy's size, then what moves: for each file, the highest folder of it that DEST lacks
   # (renamed whole, with its files) or the file itself, grouped by the folder it goes into, so
