@@ -20,7 +20,7 @@
 # Cost, so that it stays near cp's whatever the number of files: files under 64 MiB are
 # copied in groups of up to 256 MiB, each by one cp, and renamed by one mv for the folders
 # DEST lacks (moved whole) and one per folder it has; a larger file in 256 MiB chunks of
-# 4 MiB writes, by up to 4 workers at once (one per core; GPUNODE_STAGE_JOBS sets it). A
+# 4 MiB writes, by up to 4 workers at once (half the cores; GPUNODE_STAGE_JOBS sets it). A
 # re-run over a complete copy lists both folders once and decides in one awk.
 set -eu
 nl='
@@ -163,8 +163,11 @@ copy_all() {
 if [ "$groups" -gt 0 ] || [ "$large" -gt 0 ]; then
   [ ! -e "$work" ] || rm -rf "$work"
   mkdir -p "$new"
+  # Workers: half the cores, 1 to 4. The copy is memory-bound work in the kernel: on 2 busy
+  # cores a second worker made it slower (docs/bench.md), and a few saturate a big node.
   jobs=1
-  [ "$large" -lt 2 ] || jobs=${GPUNODE_STAGE_JOBS:-$(nproc 2>/dev/null || echo 1)}
+  [ "$large" -lt 2 ] || jobs=${GPUNODE_STAGE_JOBS:-$(($(nproc 2>/dev/null || echo 2) / 2))}
+  [ "$jobs" -ge 1 ] || jobs=1
   [ "$jobs" -le 4 ] || jobs=4
   # The plan's lists: one file a group, one a worker (large files dealt round-robin).
   WORK=$work awk -F'\t' -v jobs="$jobs" '
