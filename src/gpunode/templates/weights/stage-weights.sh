@@ -125,7 +125,7 @@ copy_large() {  # $1: a worker's list of files, each copied in chunks to NAME.gp
     [ ! -f "$part" ] || have=$(stat -c %s "$part")
     have=$((have / bs * bs))
     [ "$have" -le "$size" ] || have=0
-    truncate -s "$have" "$part" 2>/dev/null || : > "$part"
+    if [ "$have" -eq 0 ]; then : > "$part"; else truncate -s "$have" "$part"; fi
     [ "$have" -eq 0 ] || echo "@@chunk $have $name"
     while [ "$have" -lt "$size" ]; do
       dd if="$src/$name" of="$part" bs=$bs skip=$((have / bs)) seek=$((have / bs)) \
