@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from gpunode.judge import Case, Gpu, Verdict, judge
-from gpunode.judge.env import JudgeEnv
+from gpunode.judge.env import JudgeEnv, JudgeError
 
 FILE = Path(__file__).resolve().parents[1] / "compat" / "derived" / "sglang-choices.yml"
 PICKED = ("attention_backend", "mamba_radix_cache_strategy", "mamba_scheduler_strategy", "disable_overlap_schedule")
@@ -91,6 +91,10 @@ def derive_cases(refs: Iterable[Reference], gpus: Iterable[Gpu],
 
 
 def collect(cases: list[Case], verdicts: list[Verdict]) -> dict[str, Any]:
+    unjudged = [f"{c.id}: {v.error}" for c, v in zip(cases, verdicts, strict=True) if v.accepted is None]
+    if unjudged:    # the judge's own environment failed: that says nothing of sglang's choices
+        raise JudgeError(f"the judge could not run {len(unjudged)} of {len(cases)} cases, e.g. {unjudged[0]}",
+                         hint="see docs/judge.md (what stands in); nothing was derived")
     out: dict[str, Any] = {}
     for case, v in zip(cases, verdicts, strict=True):
         arch, cc, choice = case.id.split("@", 2)
