@@ -13,7 +13,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from gpunode import durable, inventory
+from gpunode import durable, inventory, userfiles
 from gpunode.errors import InventoryError
 
 _KEY = re.compile(r"^(?P<indent> *)(?P<key>[^\s#:][^:#]*?)\s*:(?P<rest>.*)$")
@@ -109,7 +109,7 @@ def add_container_file(path: Path, host: str, vmid: int, gpus: list[int] | None)
         if not held:
             raise InventoryError(f"another gpunode is editing {path} right now (it holds a lock on the file)",
                                  hint=f"re-run when it is done, or add `{vmid}:` under hosts.{host}.containers by hand")
-        text = real.read_text()
+        text = userfiles.read_text(real, what="inventory")
         new = add_container(text, str(path), host, vmid, gpus)
         if new is None:
             return False

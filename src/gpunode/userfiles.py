@@ -8,6 +8,8 @@ the byte offset and line, instead of a UnicodeDecodeError traceback.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from gpunode.errors import GpunodeError, InventoryError
@@ -18,27 +20,64 @@ MAX_BYTES = 64 << 20
 
 
 def read_text(path: str | Path, *, what: str = "file", error: type[GpunodeError] = InventoryError,
-              exact: bool = False) -> str:
+              exact: bool = False, limit: int = MAX_BYTES) -> str:
     """The file's text, decoded as UTF-8 (a leading BOM is dropped).
 
     exact=False turns \\r\\n and lone \\r into \\n, as open() does; exact=True keeps
     the bytes as they were (snapshots record what the target printed).
     """
+    return decode(read_bytes(path, what=what, error=error, limit=limit), path, what=what, error=error, exact=exact)
+
+
+def read_bytes(path: str | Path, *, what: str = "file", error: type[GpunodeError] = InventoryError,
+               limit: int = MAX_BYTES, start: int = 0, partial: bool = False) -> bytes:
+    """At most `limit` bytes from `start` of a regular file; anything else is refused by name.
+    A longer file is refused too, unless `partial` (its first `limit` bytes are wanted).
+
+    A FIFO, a device or a socket never ends (or never starts): the open does not wait for a
+    writer (O_NONBLOCK), and what it opened is checked before a byte is read, so `--inventory
+    /dev/zero` or a named pipe is a message, not a hang or a machine out of memory.
+    """
     p = Path(path)
     try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise error(f"{p}: {what} is a folder, not a file", hint="pass the file inside it")
-        if size > MAX_BYTES:
-            raise error(f"{p}: {what} is {size} bytes, too large for a text file",
-                        hint="check the path; this is probably not the file you meant")
-        data = p.read_bytes()
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         if p.is_symlink() and not p.exists():
             reason = "it is a symbolic link to a missing file"
         raise error(f"cannot read {what} {p}: {reason}", hint="check the path") from None
-    return decode(data, p, what=what, error=error, exact=exact)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise error(f"{p}: {what} is a folder, not a file", hint="pass the file inside it")
+        if not stat.S_ISREG(st.st_mode):
+            raise error(f"{p}: {what} is {_kind(st.st_mode)}, not a regular file",
+                        hint="pass a saved copy of the file (e.g. `cat PIPE > file.txt` first)")
+        if not partial and st.st_size - start > limit:
+            raise error(f"{p}: {what} is {st.st_size} bytes, too large (at most {limit} are read)",
+                        hint="check the path; this is probably not the file you meant")
+        os.set_blocking(fd, True)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks, left = [], limit + (0 if partial else 1)
+        while left > 0:  # a file that grows while read is cut at the limit, not followed
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise error(f"cannot read {what} {p}: {exc.strerror or type(exc).__name__}", hint="check the path") from None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise error(f"{p}: {what} grew past {limit} bytes while it was read", hint="read a finished copy of it")
+    return data
+
+
+def _kind(mode: int) -> str:
+    return ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
 
 
 def decode(data: bytes, path: str | Path, *, what: str = "file", error: type[GpunodeError] = InventoryError,
@@ -57,3 +96,13 @@ def decode(data: bytes, path: str | Path, *, what: str = "file", error: type[Gpu
                     f"line {line})", hint="save it as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
     text = text.removeprefix("\ufeff")
     return text if exact else text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def surrogate_at(text: str) -> int | None:
+    """Where a lone surrogate sits in `text`, or None. Such text comes from bytes that are not UTF-8
+    in argv (Python keeps them as U+DC80..U+DCFF) or from a JSON "\\udc80" escape; it cannot be
+    encoded again, so it is refused where it enters instead of failing where it is written."""
+    for i, ch in enumerate(text):
+        if "\ud800" <= ch <= "\udfff":
+            return i
+    return None

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gpunode import userfiles
 from gpunode.bench.inputs import BenchInputError
 
 SCHEMA = "gpunode.bench/1"
@@ -20,14 +21,12 @@ RUN_KEYS = ("phase", "concurrency", "in_flight", "wall_s", "warmup_errors", "tot
 
 def load(path: Path) -> dict[str, Any]:
     """A results file, checked: its schema's major version, and the keys every reader needs."""
+    if not path.exists():
+        raise BenchInputError(f"{path} does not exist", hint="give a file that `inv bench` saved")
+    text = userfiles.read_text(path, what="bench results file", error=BenchInputError)
     try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BenchInputError(f"{path} does not exist", hint="give a file that `inv bench` saved") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BenchInputError(f"{path} cannot be read ({type(exc).__name__})",
-                              hint="give a file that `inv bench` saved") from None
-    except ValueError as exc:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as exc:
         raise BenchInputError(f"{path} is not JSON ({exc})", hint="give a file that `inv bench` saved") from None
     schema = doc.get("schema") if isinstance(doc, dict) else None
     if not isinstance(schema, str) or not schema.startswith("gpunode.bench/"):

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from invoke import Exit
 
+from gpunode import userfiles
 from gpunode.cli.common import VMID_HINT, load_inventory, parse_int, task
-from gpunode.errors import InventoryError
+from gpunode.errors import GpunodeError, InventoryError
 from gpunode.facts import served
 
 HELP = {
@@ -58,8 +59,8 @@ def folder_bytes(path: str) -> int:
 
 def _index_shards(root: Path) -> tuple[str, ...] | None:
     try:
-        index = jsonlib.loads((root / "model.safetensors.index.json").read_text())
-    except (OSError, ValueError):
+        index = jsonlib.loads(userfiles.read_text(root / "model.safetensors.index.json", what="index"))
+    except (GpunodeError, ValueError, RecursionError):
         return None  # no index (or none that can be read): every top-level safetensors file counts
     return served.index_shards(index)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpunode import userfiles
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
-from gpunode.errors import FactError, GpunodeError, InventoryError
+from gpunode.errors import FactError, GpunodeError, InventoryError, printable
 
 if TYPE_CHECKING:  # the functions import what they run: `inv --list` stays fast
     from gpunode.facts.types import Facts, Model
@@ -41,8 +41,10 @@ def local_model(path: str) -> Model:
     from gpunode.facts import model as model_facts
 
     given = Path(path)
-    folder = given.parent if given.is_file() else given
-    if not (folder / "config.json").is_file():
+    # exists(), not is_file(): a FIFO or a device named config.json is refused by userfiles by name,
+    # not taken for a missing file
+    folder = given.parent if given.exists() and not given.is_dir() else given
+    if not (folder / "config.json").exists():
         raise FactError(f"{path}: no config.json there", hint="pass a model directory or its config.json")
     lines = []
     for root, dirs, files in os.walk(folder):
@@ -51,6 +53,11 @@ def local_model(path: str) -> Model:
             dirs[:] = []
         for name in files:
             full = Path(root, name)
+            if any(ch < " " or ch == "\x7f" for ch in name) or name != name.encode("utf-8", "surrogateescape").decode(
+                    "utf-8", "replace"):
+                raise FactError(f"{ascii(str(full))}: a model file's name holds a line break, a control character or "
+                                "bytes that are not UTF-8; staging and serving would break on it",
+                                hint="rename the file (or move it out of the model folder)")
             try:
                 size = full.stat().st_size
             except OSError as exc:
@@ -61,18 +68,23 @@ def local_model(path: str) -> Model:
 
     def text(name: str) -> str | None:
         p = folder / name
-        return userfiles.read_text(p, what=name, error=FactError) if p.is_file() else None
+        return userfiles.read_text(p, what=name, error=FactError) if p.exists() or p.is_symlink() else None
 
     header = None
     single = folder / "model.safetensors"
     # as the probe does (facts/model.py): a single file's header, else the first shard's, its name first
-    sharded = (folder / "model.safetensors.index.json").exists() or not single.is_file()
+    sharded = (folder / "model.safetensors.index.json").exists() or not single.exists()
     first = single if not sharded else next(iter(sorted(folder.glob("*.safetensors"))), None)
-    if first is not None and first.is_file():
-        with open(first, "rb") as f:
-            n = int.from_bytes(f.read(8), "little")
-            header = userfiles.decode(f.read(n), first, what="safetensors header", error=FactError) \
-                if n <= 100 << 20 else None
+    if first is not None and first.exists():
+        n = int.from_bytes(userfiles.read_bytes(first, what=first.name, error=FactError, limit=8, partial=True),
+                           "little")
+        size = first.stat().st_size
+        if n > size - 8:  # a cut download: the header the file announces is not all there
+            raise FactError(f"{first}: header is {n} bytes long but the file holds only {max(size - 8, 0)} after "
+                            "its length", hint="download the file again; it was cut off")
+        header = userfiles.decode(userfiles.read_bytes(first, what="safetensors header", error=FactError,
+                                                       limit=n, start=8, partial=True),
+                                  first, what="safetensors header", error=FactError) if n <= 100 << 20 else None
         if header is not None and sharded:
             header = f"{first.name}\n{header}"
     m = model_facts.parse_model(str(folder), "\n".join(lines), text("config.json"),
@@ -148,8 +160,8 @@ def resolve(c, host=None, ct=None, facts=None, nvidia_smi=None, model=None, expl
     from gpunode.secrets import redact, redact_data
 
     if not json:
-        print(redact(render(plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_), decisions=explain)),
-              end="")
+        print(printable(redact(render(plan_for(c, host, ct, facts, nvidia_smi, model, inventory, set_),
+                                      decisions=explain))), end="")
         return
     # --json: a refusal is a JSON document on stdout too (docs/resolve.md, gpunode.refusal/1), and the
     # message still goes to stderr with exit code 2. Both masked as structures, before json.dumps: a

@@ -61,8 +61,14 @@ def save(raw: RawFacts, folder: Path) -> None:
     """
     dest = durable.real(folder)
     _check_replaceable(dest, folder)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".new", dir=dest.parent))
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".new", dir=dest.parent))
+    except OSError as exc:  # under /proc, under a file, a read-only or full disk
+        parent = next((p for p in dest.parents if p.exists()), dest.parent)
+        why = f"{parent} is a file" if parent.exists() and not parent.is_dir() else exc.strerror or type(exc).__name__
+        raise FactError(f"cannot save a snapshot to {folder}: {why}",
+                        hint="give a folder you can write, e.g. ./snap") from None
     try:
         os.chmod(tmp, 0o755)
         for name, section in raw.sections.items():
@@ -90,6 +96,10 @@ def save(raw: RawFacts, folder: Path) -> None:
         else:
             os.rename(tmp, dest)
             durable.fsync_dir(dest.parent)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise FactError(f"cannot save a snapshot to {folder}: {exc.strerror or type(exc).__name__}",
+                        hint="free some space or give another folder; an earlier snapshot there is unchanged") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -119,7 +129,7 @@ def _check_replaceable(dest: Path, given: Path) -> None:
 def load(folder: Path) -> RawFacts:
     """Read a snapshot folder written by save() (or assembled by hand for a test)."""
     meta_file = folder / "meta.json"
-    if not meta_file.is_file():
+    if not meta_file.exists():
         raise FactError(
             f"{folder} is not a facts snapshot: it has no meta.json",
             hint="pass a folder written by `inv facts --save DIR`",
@@ -144,6 +154,9 @@ def load(folder: Path) -> RawFacts:
         if key in meta and (not isinstance(meta[key], kinds) or isinstance(meta[key], bool)):
             raise FactError(f"{meta_file}: {key} has the wrong type ({type(meta[key]).__name__})",
                             hint="save the snapshot again")
+        if isinstance(meta.get(key), str) and userfiles.surrogate_at(meta[key]) is not None:
+            raise FactError(f"{meta_file}: {key} is not valid Unicode (a \\udcXX escape of a byte that is not "
+                            "UTF-8)", hint="save the snapshot again")
     sections = {}
     for path in sorted(folder.glob("*.txt")):
         name = path.stem
