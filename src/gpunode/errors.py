@@ -7,6 +7,8 @@ or exits; everything below it raises one of these.
 
 from __future__ import annotations
 
+import re
+
 
 class GpunodeError(Exception):
     """Base class. `hint` says what the user can do about it."""
@@ -89,3 +91,31 @@ def internal_report(exc: BaseException) -> str:
     where = f" in {Path(own[-1].filename).name}:{own[-1].lineno} ({own[-1].name})" if own else ""
     return (f"internal error: {type(exc).__name__}{where}. This is a bug in gpunode; please report it with the "
             "command you ran (leave out secrets). GPUNODE_DEBUG=1 shows the full traceback, values included.")
+
+
+def preview(value: object, limit: int = 60) -> str:
+    """A user's value for an error message: repr-like, at most about `limit` characters, and
+    cheap however large or deeply nested the value is (reprlib stops at a few levels and items)."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxlist, r.maxtuple, r.maxdict, r.maxset = 3, 8, 8, 6, 6
+    r.maxstring = r.maxother = r.maxlong = limit
+    if isinstance(value, str) and len(value) > limit:
+        return repr(value[:limit - 10]) + f"... ({len(value)} characters)"
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"(a whole number of about {value.bit_length() * 30103 // 100000 + 1} digits)"
+    text = r.repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """Text for the operator's terminal: control characters (an escape sequence could retitle or
+    clear it, a carriage return overwrite a line), line and paragraph separators, bidi overrides and
+    lone surrogates shown as \\xNN / \\uNNNN. GPU names, config.json fields and a snapshot's target
+    come from the target and reach the screen through here; newlines and tabs stay."""
+    return _UNPRINTABLE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                            else f"\\u{ord(m.group()):04x}", text)

@@ -19,9 +19,12 @@ class Located(dict):
     line: int = 0
     key_lines: dict[Any, int]
 
+    key_files: dict[Any, str] | None = None  # set when keys come from several files (a vars folder)
+
     def where(self, key: Any = None) -> str:
         line = self.key_lines.get(key, self.line) if key is not None else self.line
-        return f"{self.file}:{line}"
+        file = (self.key_files or {}).get(key, self.file)
+        return f"{file}:{line}"
 
 
 # libyaml's parser (PyYAML's C extension, in its manylinux wheels) reads the knowledge base ~8x faster than
@@ -51,20 +54,79 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# An inventory nests a handful of levels and expands to a few thousand values (the knowledge base,
+# the largest file read here, to tens of thousands). A 1 KB "billion laughs" file of aliases expands
+# to 10^9, and 900 nested brackets overflow the recursive constructor: both are refused before
+# anything is constructed.
+MAX_DEPTH = 64
+MAX_NODES = 1_000_000
+
+
 def load(path: Path) -> Any:
     """Parse one YAML file; syntax errors become InventoryError naming file and line."""
-    text = userfiles.read_text(path, what="YAML file")
+    return load_text(userfiles.read_text(path, what="YAML file"), str(path))
+
+
+def load_text(text: str, name: str, *, syntax: bool = True) -> Any:
+    """Parse YAML text that came from `name` (a file, or `--set key` for a value); syntax=False
+    leaves a syntax error to the caller (a --set value may be a secret: its message must not quote it)."""
     loader = _Loader(text)
-    loader.name = str(path)
+    loader.name = name
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, name)
+        return loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
+        if not syntax:
+            raise
         mark = exc.problem_mark
         line = mark.line + 1 if mark else "?"
-        raise InventoryError(f"{path}:{line}: YAML syntax error: {exc.problem}",
+        raise InventoryError(f"{name}:{line}: YAML syntax error: {exc.problem}",
                              hint="fix the indentation or quoting at that line") from None
+    except InventoryError:
+        raise
+    except ValueError as exc:  # int() of 5000 digits: Python refuses to convert it
+        raise InventoryError(f"{name}: YAML holds a value that cannot be read ({str(exc)[:80]})",
+                             hint="write numbers with at most a few dozen digits; quote text") from None
+    except RecursionError:
+        raise InventoryError(f"{name}: YAML nested too deeply to read",
+                             hint=f"nest at most {MAX_DEPTH} levels") from None
     finally:
         loader.dispose()
+
+
+def _check_size(root: yaml.Node, name: str) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH or expanding (an alias counted each time
+    it is used) to more than MAX_NODES values. Iterative, and each node is sized once."""
+    size: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, int, bool]] = [(root, 1, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        children = _children(node)
+        if done:
+            size[id(node)] = total = 1 + sum(size[id(c)] for c in children)
+            if total > MAX_NODES:
+                raise InventoryError(f"{name}:{node.start_mark.line + 1}: YAML expands to more than {MAX_NODES} "
+                                     "values (each use of an alias such as *a repeats what it names)",
+                                     hint="write the values out, or nest fewer aliases")
+            continue
+        if id(node) in size:
+            continue
+        if depth > MAX_DEPTH:
+            raise InventoryError(f"{name}:{node.start_mark.line + 1}: YAML nested more than {MAX_DEPTH} levels deep",
+                                 hint="flatten it; no gpunode setting nests that deep")
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if id(c) not in size)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
 
 
 def where(node: Any, key: Any = None, fallback: str = "?") -> str:

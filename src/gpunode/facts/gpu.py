@@ -20,6 +20,7 @@ from importlib import resources
 
 import yaml
 
+from gpunode.errors import FactError
 from gpunode.facts.cache import Group
 from gpunode.facts.cuda import LIB_SCAN
 from gpunode.facts.probe import Snippet
@@ -132,18 +133,27 @@ def with_compute_cap(gpu: Gpu) -> Gpu:
 
 def parse_query(text: str) -> SmiView:
     """`nvidia-smi --query-gpu=... --format=csv[,nounits]` with its header row."""
-    rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if r]
+    try:
+        rows = [r for r in csv.reader(text.splitlines(), skipinitialspace=True) if r]
+    except csv.Error:  # a field past csv's 128 KiB limit: no query nvidia-smi prints
+        rows = []
     if not rows or "index" not in [_field(h) for h in rows[0]]:
         return SmiView(error=text.strip() or "empty output")
     header = [_field(h) for h in rows[0]]
     gpus: list[Gpu] = []
     drivers: set[str] = set()
+    if len(rows) - 1 > MAX_GPUS:
+        raise _impossible(f"it lists {len(rows) - 1} GPUs; no node has more than {MAX_GPUS}")
     for row in rows[1:]:
         if len(row) != len(header):
             continue
         v = dict(zip(header, (c.strip() for c in row), strict=True))
+        if (v.get("index") or "").startswith("-") or (v.get("memory.total") or "").startswith("-"):
+            raise _impossible(f"GPU index {v.get('index')} has memory {v.get('memory.total')}: a negative number")
         if not (v.get("index") or "").isdigit():
             continue
+        if any(g.index == int(v["index"]) for g in gpus):
+            raise _impossible(f"it lists GPU index {v['index']} twice")
         cc = _na(v.get("compute_cap"))
         gpus.append(Gpu(
             index=int(v["index"]),
@@ -159,6 +169,15 @@ def parse_query(text: str) -> SmiView:
         if driver:
             drivers.add(driver)
     return SmiView(driver=min(drivers) if drivers else None, gpus=tuple(gpus))
+
+
+MAX_GPUS = 1024
+
+
+def _impossible(what: str) -> FactError:
+    return FactError(f"nvidia_query (nvidia-smi --query-gpu): {what}",
+                     hint="no driver prints that: check the snapshot or report file, or run "
+                          "`nvidia-smi --query-gpu=index,name,memory.total --format=csv` on the node")
 
 
 def _field(header: str) -> str:

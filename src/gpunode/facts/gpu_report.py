@@ -49,19 +49,19 @@ def recognise(text: str) -> str | None:
         return AMD
     if "<nvidia_smi_log" in text or re.search(r"<gpu id=\"", text):
         return XML
-    if re.search(r"^\s*CUDA available\s*:", text, re.M) or "sglang.check_env" in text:
+    if re.search(r"^[ \t]*CUDA available\s*:", text, re.M) or "sglang.check_env" in text:
         return CHECK_ENV
     if re.search(r"GPU models and configuration\s*:|^PyTorch version\s*:|Collecting environment information",
                  text, re.M):
         return COLLECT_ENV
-    if re.search(r"^\s*GPU \d+: .*\(UUID: GPU-", text, re.M):
+    if re.search(r"^[ \t]*GPU \d+: .*\(UUID: GPU-", text, re.M):
         return LIST
     if "NVIDIA-SMI" in text and "|" in text:
         return TABLE
-    if re.search(r"^\s*(FB|BAR1|Conf Compute Protected) Memory Usage\s*$", text, re.M) and \
-            not re.search(r"^\s*Product Name\s*:", text, re.M):
+    if re.search(r"^[ \t]*(FB|BAR1|Conf Compute Protected) Memory Usage[ \t\r]*$", text, re.M) and \
+            not re.search(r"^[ \t]*Product Name\s*:", text, re.M):
         return Q_MEMORY
-    if "NVSMI LOG" in text or re.search(r"^\s*Product Name\s*:", text, re.M):
+    if "NVSMI LOG" in text or re.search(r"^[ \t]*Product Name\s*:", text, re.M):
         return Q
     first = next((line for line in text.splitlines() if line.strip()), "")
     if "," in first and re.search(r"\bname\b|memory\.total|driver_version|compute_cap|\d MiB|NVIDIA ", first):
@@ -96,7 +96,7 @@ def parse_xml(text: str) -> SmiView:
 
 # -- nvidia-smi -L ------------------------------------------------------------------------
 
-_LIST_ROW = re.compile(r"^\s*GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Za-z-]+)\)\s*$")
+_LIST_ROW = re.compile(r"^[ \t]*GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Za-z-]+)\)[ \t\r]*$")
 
 
 def parse_list(text: str) -> SmiView:
@@ -111,7 +111,7 @@ def parse_list(text: str) -> SmiView:
 
 def _value(text: str, key: str) -> str | None:
     """'Key: value' or vLLM's 'Key      : value'; None for empty, N/A, 'Could not collect'."""
-    m = re.search(rf"^\s*{key}\s*:[ \t]*(.*?)\s*$", text, re.M)
+    m = re.search(rf"^[ \t]*{key}\s*:[ \t]*(.*?)[ \t\r]*$", text, re.M)
     value = m.group(1) if m else ""
     return None if value in ("", "N/A", "None", "Could not collect", "Module Not Found") else value
 
@@ -126,7 +126,7 @@ def parse_check_env(text: str) -> tuple[SmiView, Reported]:
     per group, the driver, torch, nvcc, sglang and its kernels."""
     names: dict[int, str] = {}
     caps: dict[int, str] = {}
-    for m in re.finditer(r"^\s*GPU ([\d,]+)(?:: (.+?)| Compute Capability: (\d+\.\d+))\s*$", text, re.M):
+    for m in re.finditer(r"^[ \t]*GPU ([\d,]+)(?:: (.+?)| Compute Capability: (\d+\.\d+))[ \t\r]*$", text, re.M):
         for index in (int(i) for i in m.group(1).split(",") if i):
             if m.group(2):
                 names[index] = m.group(2)
@@ -134,7 +134,7 @@ def parse_check_env(text: str) -> tuple[SmiView, Reported]:
                 caps[index] = m.group(3)
     gpus = tuple(Gpu(index=i, name=names[i], memory_mib=None, compute_cap=caps.get(i),
                      compute_cap_source="sglang.check_env" if i in caps else "") for i in sorted(names))
-    nvcc = re.search(r"^\s*NVCC:.*release (\d+\.\d+)", text, re.M)
+    nvcc = re.search(r"^[ \t]*NVCC:.*release (\d+\.\d+)", text, re.M)
     torch = _value(text, "PyTorch")
     reported = Reported(format=CHECK_ENV, torch=torch, torch_cuda=_cuda_of_torch(torch),
                         nvcc=nvcc.group(1) if nvcc else None, sglang=_value(text, "sglang"),
@@ -147,11 +147,11 @@ def parse_collect_env(text: str) -> tuple[SmiView, Reported]:
     """`python -m torch.utils.collect_env` (and vLLM's copy): 'GPU models and configuration' holds
     one GPU inline or one per following line; no compute capability, no CUDA version of the driver."""
     gpus = []
-    m = re.search(r"^\s*GPU models and configuration\s*:(.*)$", text, re.M)
+    m = re.search(r"^[ \t]*GPU models and configuration\s*:(.*)$", text, re.M)
     if m:
         lines = [m.group(1)] + text[m.end():].splitlines()[1:]
         for line in lines:
-            row = re.match(r"^\s*GPU (\d+): (.+?)\s*$", line)
+            row = re.match(r"^[ \t]*GPU (\d+): (.+?)[ \t\r]*$", line)
             if row:
                 gpus.append(Gpu(index=int(row.group(1)), name=row.group(2), memory_mib=None, compute_cap=None))
             elif line.strip() and gpus:

@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from gpunode.errors import FactError, preview
 from gpunode.facts import model_parts, model_size, served
 from gpunode.facts.cache import Group
 from gpunode.facts.probe import Snippet
@@ -29,6 +30,18 @@ MODEL = Group("model", tuple(f'"$GN_MODEL"/{f}' for f in (
     "config.json", "model.safetensors.index.json", "hf_quant_config.json", "*.safetensors")),
     fresh="model=$GN_MODEL")
 
+# The JSON files come back whole, so only a regular file of at most this size is read: a FIFO
+# named config.json would hang the probe (and the lock), a 1 GB one fill the controller's memory.
+JSON_CAP = 16 << 20
+REFUSED = 3  # the exit code of a JSON file not read (not a regular file, or too large)
+
+
+def _read(name: str) -> str:
+    return (f'f="$GN_MODEL/{name}"; [ -e "$f" ] || exit 1; [ -f "$f" ] || {{ echo "{name} is not a regular file"; '
+            f'exit 3; }}; n=$(wc -c < "$f"); [ "$n" -le {JSON_CAP} ] || {{ echo "{name} is $n bytes"; exit 3; }}; '
+            f'head -c {JSON_CAP} "$f"')
+
+
 SNIPPETS = (
     Snippet("model_files", r"""
 [ -d "$GN_MODEL" ] || { echo "no such directory: $GN_MODEL"; exit 2; }
@@ -37,9 +50,9 @@ cd "$GN_MODEL" || exit 2
 find -L . -maxdepth 3 -type f -printf '%s %p\n' 2>/dev/null && exit 0
 if stat -L -c %s . >/dev/null 2>&1; then find -L . -maxdepth 3 -type f -exec stat -L -c '%s %n' {} +
 else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
-    Snippet("model_config", 'cat "$GN_MODEL/config.json"', when=_HAS_MODEL, cached=MODEL),
-    Snippet("model_index", 'cat "$GN_MODEL/model.safetensors.index.json"', when=_HAS_MODEL, cached=MODEL),
-    Snippet("model_quant", 'cat "$GN_MODEL/hf_quant_config.json"', when=_HAS_MODEL, cached=MODEL),
+    Snippet("model_config", _read("config.json"), when=_HAS_MODEL, cached=MODEL),
+    Snippet("model_index", _read("model.safetensors.index.json"), when=_HAS_MODEL, cached=MODEL),
+    Snippet("model_quant", _read("hf_quant_config.json"), when=_HAS_MODEL, cached=MODEL),
     # od -tu8 reads the host's byte order; every GPU host we serve is little-endian.
     Snippet("model_header", r"""
 f="$GN_MODEL/model.safetensors"
@@ -65,24 +78,41 @@ def is_linear_layer(layer_type: str) -> bool:
     return any(mark in layer_type.lower() for mark in _LINEAR_MARKS)
 
 
+_FILE_LINE = re.compile(r"\s*(\d+)\s+(.+?)\s*")
+
+
 def parse_files(text: str) -> dict[str, int]:
     """{relative path: size} from `stat -c '%s %n'` or `wc -c` lines."""
     out = {}
     for line in text.splitlines():
-        m = re.fullmatch(r"\s*(\d+)\s+(.+?)\s*", line)
+        m = _FILE_LINE.fullmatch(line)
         if m and m.group(2) != "total":
             out[m.group(2).removeprefix("./")] = int(m.group(1))
     return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _parse(text: str) -> Any:
+    """json.loads, refusing NaN and Infinity (Python reads them; no real config has them). Raises
+    ValueError for bad JSON and for a number of thousands of digits, RecursionError for deep nesting."""
+    return json.loads(text, parse_constant=_no_constant)
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
+        value = _parse(text)
+    except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _get(config: dict[str, Any], key: str) -> Any:
@@ -114,7 +144,7 @@ def quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str
 def _quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tuple[str | None, str]:
     """(the quantization as named, the file and key that named it)."""
     if hf_quant:
-        algo = (hf_quant.get("quantization") or {}).get("quant_algo")
+        algo = _dict(hf_quant.get("quantization")).get("quant_algo")
         if algo:
             return str(algo).lower(), "hf_quant_config.json quant_algo"
     q = _get(config, "quantization_config")
@@ -154,15 +184,72 @@ def config_problem(text: str | None, name: str, need_arch: bool = True) -> str:
     if not text.strip():
         return f"{name} is empty"
     try:
-        value = json.loads(text)
+        value = _parse(text)
     except json.JSONDecodeError as exc:
         return f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError as exc:  # NaN, or an integer of more digits than Python converts
+        return f"{name} is not usable JSON: {str(exc)[:100]}"
+    except RecursionError:
+        return f"{name} is nested too deeply to read"
     if not isinstance(value, dict):
         return f"{name} holds a JSON {type(value).__name__}, not an object"
     if need_arch and not (value.get("architectures") or value.get("model_type")):
         return f"{name} names no architectures and no model_type"
     if not need_arch and not isinstance(value.get("weight_map"), dict):
         return f"{name} has no weight_map object"
+    return ""
+
+
+def _json_problem(text: str | None, name: str) -> str:
+    """What keeps an optional JSON file from being read as an object, or ""."""
+    if not text or not text.strip():
+        return ""
+    problem = config_problem(text, name, need_arch=False)
+    return "" if problem.endswith("has no weight_map object") else problem
+
+
+# Keys of config.json that size the model; each is a positive whole number far below these bounds in
+# any real model (vocabularies reach ~10^6, layers ~10^2). Past them the estimate would loop for
+# minutes or overflow, so the file is refused by key instead.
+_SIZES = {"num_hidden_layers": 4096, "hidden_size": 1 << 24, "vocab_size": 1 << 24, "intermediate_size": 1 << 24,
+          "num_attention_heads": 1 << 16, "num_key_value_heads": 1 << 16, "head_dim": 1 << 16,
+          "num_experts": 1 << 16, "num_local_experts": 1 << 16, "n_routed_experts": 1 << 16,
+          "moe_intermediate_size": 1 << 24, "max_position_embeddings": 1 << 31}
+
+
+def shape_problem(config: dict[str, Any], index: dict[str, Any] | None, hf_quant: dict[str, Any] | None,
+                  header: dict[str, Any] | None, header_file: str = "model.safetensors") -> str:
+    """The first value of the model's JSON files whose type or range no reader expects, named by
+    file and key with what was expected, or ""."""
+    for where in (config, config.get("text_config")):
+        for key, high in _SIZES.items():
+            v = where.get(key) if isinstance(where, dict) else None
+            if v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= high:
+                shown = preview(v, 40)
+                return f"config.json: {key} {shown} is out of range; expected a whole number from 1 to {high}"
+    if hf_quant is not None and "quantization" in hf_quant and not isinstance(hf_quant["quantization"], dict):
+        return (f"hf_quant_config.json: quantization is a {type(hf_quant['quantization']).__name__}; "
+                "expected an object such as {\"quant_algo\": \"FP8\"}")
+    if index is not None:
+        meta = index.get("metadata")
+        if meta is not None and not isinstance(meta, dict):
+            return f"model.safetensors.index.json: metadata is a {type(meta).__name__}; expected an object"
+        total = (meta or {}).get("total_size")
+        if total is not None and (isinstance(total, bool) or not isinstance(total, int) or not 0 <= total < 1 << 62):
+            return "model.safetensors.index.json: metadata.total_size is not a size; expected a whole number of bytes"
+        bad = next((k for k, v in (index.get("weight_map") or {}).items() if not isinstance(v, str)), None)
+        if bad is not None:
+            return f"model.safetensors.index.json: weight_map[{str(bad)[:60]!r}] is not a string; expected a file name"
+    for name, info in (header or {}).items():
+        if name == "__metadata__" or not isinstance(info, dict):
+            continue
+        shape = info.get("shape", [])
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 1 << 40
+                                                  for d in shape):
+            return (f"{header_file}: header: tensor {str(name)[:60]!r}: shape is {repr(shape)[:40]}; "
+                    "expected a list of whole numbers")
     return ""
 
 
@@ -187,24 +274,47 @@ def mtp_weights(names: list[str], files: dict[str, int], config: dict[str, Any])
 
 def parse_model(path: str, files_text: str | None, config_text: str | None, index_text: str | None,
                 quant_text: str | None, header_text: str | None) -> Model:
+    """The model facts; a value of a shape no reader expects (a list where an object belongs, a
+    string for a number) is a FactError naming the model's files, never a crash."""
+    try:
+        return _parse_model(path, files_text, config_text, index_text, quant_text, header_text)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError, RecursionError) as exc:
+        read = [n for n, t in (("config.json", config_text), ("model.safetensors.index.json", index_text),
+                               ("hf_quant_config.json", quant_text), ("the model.safetensors header", header_text))
+                if t is not None]
+        raise FactError(f"{path}: {', '.join(read) or 'the file list'}: a value has a shape gpunode cannot read "
+                        f"({type(exc).__name__})",
+                        hint="compare the files with the model's published ones; re-download the ones that "
+                        "differ") from None
+
+
+def _parse_model(path: str, files_text: str | None, config_text: str | None, index_text: str | None,
+                 quant_text: str | None, header_text: str | None) -> Model:
     if files_text is None:
         return Model(path=path, exists=False)
     files = parse_files(files_text)
-    problem = config_problem(config_text, "config.json") or (
+    broken = next((line for line in files_text.splitlines() if line.strip() and not _FILE_LINE.fullmatch(line)
+                   and not re.match(r"(find|stat|wc): ", line)), None)
+    problem = (f"a file's name in the model folder holds a line break (a listing line reads {broken[:80]!r}); "
+               "rename it: staging copies files by name, one per line") if broken is not None else ""
+    problem = problem or config_problem(config_text, "config.json") or (
         config_problem(index_text, "model.safetensors.index.json", need_arch=False) if index_text is not None else "")
     config = _json(config_text) or {}
     index = _json(index_text)
     header_file = "model.safetensors"
     if header_text and not header_text.lstrip().startswith("{"):   # a shard's header, its name first
         header_file, _, header_text = header_text.partition("\n")
+    problem = problem or _json_problem(quant_text, "hf_quant_config.json") or \
+        _json_problem(header_text, f"{header_file}: header") or \
+        shape_problem(config, index, _json(quant_text), _json(header_text), header_file)
     header = _json(header_text)
     whole = header if header_file == "model.safetensors" else None   # one shard's names are not the model's
     names: list[str] = []
     shards: tuple[str, ...]
     missing: tuple[str, ...] = ()
     if index is not None:
-        weight_map = index.get("weight_map") or {}
-        names = list(weight_map)
+        weight_map = _dict(index.get("weight_map"))
+        names = [str(n) for n in weight_map]
         shards = served.index_shards(index) or ()
         missing = tuple(s for s in shards if s not in files)
     else:
@@ -255,16 +365,23 @@ def parse_model(path: str, files_text: str | None, config_text: str | None, inde
 
 def _num_parameters(index: dict[str, Any] | None, header: dict[str, Any] | None) -> int | None:
     if index is not None:
-        total = (index.get("metadata") or {}).get("total_parameters")
-        return int(total) if isinstance(total, int | str) and str(total).isdigit() else None
+        total = _dict(index.get("metadata")).get("total_parameters")
+        if isinstance(total, bool) or not isinstance(total, int | str):
+            return None
+        text = str(total) if isinstance(total, str) or total.bit_length() < 64 else ""
+        return int(text) if text.isascii() and text.isdigit() and len(text) <= 20 else None
     if header is not None:
         count = 0
         for name, info in header.items():
             if name == "__metadata__" or not isinstance(info, dict):
                 continue
+            shape = info.get("shape", [])
+            if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                      for d in shape):
+                return None  # not a tensor's shape: no count rather than a wrong one
             n = 1
-            for dim in info.get("shape", []):
-                n *= int(dim)
+            for dim in shape:
+                n *= dim
             count += n
         return count
     return None

@@ -42,10 +42,16 @@ def text_config(config: dict[str, Any]) -> dict[str, Any]:
     return {**config, **t} if isinstance(t, dict) else config
 
 
+# Far above any real dimension (vocabularies reach ~10^6, layers ~10^2); a config past these is
+# not sized from its shapes, rather than counted for minutes or into an overflowing float.
+MAX_DIM = 1 << 24
+MAX_LAYERS = 4096
+
+
 def num(c: dict[str, Any], *keys: str) -> int:
     for k in keys:
         v = c.get(k)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+        if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= MAX_DIM:
             return v
     return 0
 
@@ -55,7 +61,7 @@ def parts(config: dict[str, Any]) -> list[Part]:
     c = text_config(config)
     hidden, layers, vocab = num(c, "hidden_size", "d_model"), num(c, "num_hidden_layers", "n_layer"), \
         num(c, "vocab_size")
-    if not (hidden and layers and vocab):
+    if not (hidden and layers and vocab) or layers > MAX_LAYERS:
         return []
     out: list[Part] = [("embed_tokens", vocab * hidden)]
     if not c.get("tie_word_embeddings"):

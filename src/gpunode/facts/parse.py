@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from gpunode.facts import cuda, gpu, install, model, system
 from gpunode.facts.snapshot import RawFacts
 from gpunode.facts.types import Facts, Install, System
@@ -49,6 +51,10 @@ def parse(raw: RawFacts) -> Facts:
     if raw.model_path:
         mdl = model.parse_model(raw.model_path, raw.ok("model_files"), raw.ok("model_config"),
                                 raw.ok("model_index"), raw.ok("model_quant"), raw.ok("model_header"))
+        refused = [s.output.strip() for s in map(raw.get, ("model_config", "model_index", "model_quant"))
+                   if s is not None and s.rc == model.REFUSED]
+        if refused and not mdl.config_problem:  # a FIFO or a 1 GB file where a JSON file belongs
+            mdl = dataclasses.replace(mdl, config_problem="; ".join(refused)[:300])
     return Facts(target=raw.target, gpus=gpus, driver=driver, system=sysfacts, install=inst, model=mdl,
                  problems=tuple(problems))
 
