@@ -20,13 +20,14 @@ address/port/user/key.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpunode import inventory_ansible, inventory_ini, yamlsrc
-from gpunode.errors import InventoryError
+from gpunode.errors import InventoryError, preview
 from gpunode.yamlsrc import Located
 
 HOST_KEYS = {"address", "port", "user", "key", "host_key", "known_hosts", "pct_path", "connection",
@@ -182,8 +183,7 @@ def _show(value: Any) -> str:
     """A value for an error message: short, and a YAML boolean said as such."""
     if isinstance(value, bool):
         return f"{value} (YAML reads yes/no/on/off/true/false as a boolean; quote it if you meant text)"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:50] + f"... ({len(str(value))} characters)"
+    return preview(value)
 
 
 def _int(node: Any, key: str, what: str, low: int, high: int, default: int, hint: str) -> int:
@@ -254,16 +254,39 @@ def _containers(name: str, node: Any, where: str) -> dict[int, Container]:
     return containers
 
 
+def _ipv6_or_name(address: str) -> bool:
+    """A name or IPv4 address passed ADDRESS already; one with a colon must be a real IPv6 address
+    (10.0.0.5:22 matches the pattern's IPv6 branch, and paramiko would fail on it)."""
+    if ":" not in address:
+        return True
+    try:
+        ipaddress.IPv6Address(address.partition("%")[0])
+    except ValueError:
+        return False
+    return True
+
+
+def _address_hint(address: Any) -> str:
+    text = str(address) if isinstance(address, str) else ""
+    m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", text)
+    if m and not _ipv6_or_name(text):
+        return f"write the port on its own line: `address: {m.group(1)}` and `port: {m.group(2)}`"
+    if "@" in text:
+        user, _, rest = text.partition("@")
+        return f"write the user on its own line: `address: {rest}` and `user: {user}`"
+    return ("a DNS name (labels up to 63 characters, 253 in all) or an IP address; give `address:` when the "
+            "inventory name is not one")
+
+
 def _parse_host(name: str, node: Any, where: str) -> Host:
     node = node if node is not None else Located()
     _check_keys(node, HOST_KEYS, f"host {name}")
     what = f"host {name}"
     containers = _containers(name, node, where)
     address = node.get("address", name)
-    if not isinstance(address, str) or not re.fullmatch(ADDRESS, address):
+    if not isinstance(address, str) or not re.fullmatch(ADDRESS, address) or not _ipv6_or_name(address):
         raise InventoryError(f"{yamlsrc.where(node, 'address', where)}: address of {what} is not a host name or IP "
-                             f"address: {_show(address)}", hint="a DNS name (labels up to 63 characters, 253 in "
-                             "all) or an IP address; give `address:` when the inventory name is not one")
+                             f"address: {_show(address)}", hint=_address_hint(address))
     port = _int(node, "port", what, 1, 65535, 22, "use the SSH port number, e.g. 22")
     connection = node.get("connection", "ssh")
     if connection not in ("ssh", "local"):
@@ -337,7 +360,7 @@ def load(path: str | Path) -> Inventory:
         if g != "all" and g not in groups:
             raise InventoryError(f"{folder / 'group_vars' / g}.yml is for unknown group {g!r}",
                                  hint=_suggest(g, groups) or "rename the file or declare the group")
-        group_vars[g] = merge(group_vars.get(g, {}), v)
+        group_vars[g] = merge(group_vars[g], v) if group_vars.get(g) else v
     host_vars = _var_files(folder / "host_vars")
     for name in host_vars:
         if name not in hosts:
@@ -346,9 +369,48 @@ def load(path: str | Path) -> Inventory:
     return Inventory(main, hosts, groups, group_vars, top_vars, host_vars)
 
 
+VAR_SUFFIXES = (".yml", ".yaml")
+
+
 def _var_files(folder: Path) -> dict[str, dict[str, Any]]:
+    """group_vars/<g>.yml, and Ansible's folder form group_vars/<g>/*.yml (vars.yml beside a
+    vault.yml), merged in name order. Anything else there is refused by name rather than skipped:
+    a skipped file may hold the secret the servers need."""
     out: dict[str, dict[str, Any]] = {}
-    if folder.is_dir():
-        for f in sorted(folder.glob("*.y*ml")):
-            out[f.stem] = _as_vars(yamlsrc.load(f), f"variables file {f}")
+    if not folder.is_dir():
+        return out
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        files = [entry] if not entry.is_dir() else [f for f in sorted(entry.iterdir()) if not f.name.startswith(".")]
+        for f in files:
+            if f.is_dir():
+                raise InventoryError(f"{f}: a folder inside {entry}; gpunode reads the YAML files directly in it",
+                                     hint=f"move its files up into {entry}")
+            if f.suffix not in VAR_SUFFIXES:
+                raise InventoryError(f"{f}: not a YAML file (.yml or .yaml), so no variable in it would be read",
+                                     hint=f"rename it to {f.stem}.yml, or move it out of {folder}")
+        name = entry.name if entry.is_dir() else entry.stem
+        layers = [_as_vars(yamlsrc.load(f), f"variables file {f}") for f in files]
+        if name in out:
+            layers.insert(0, out[name])
+        out[name] = _join(layers, folder / name)
+    return out
+
+
+def _join(layers: list[dict[str, Any]], what: Path) -> dict[str, Any]:
+    """The variables of one group or host from several files, each key remembering its file and line;
+    a key set in two of them is refused (which one wins would be a guess)."""
+    if len(layers) == 1:
+        return layers[0]
+    out = Located()
+    out.file, out.line, out.key_lines, out.key_files = str(what), 0, {}, {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in out:
+                raise InventoryError(f"{yamlsrc.where(layer, key)}: {key} is set for {what.name} in both "
+                                     f"{yamlsrc.where(out, key)} and here", hint="keep one of them")
+            out[key] = value
+            out.key_lines[key] = yamlsrc.line_of(layer, key)
+            out.key_files[key] = yamlsrc.where(layer, key).rpartition(":")[0] or str(what)
     return out

@@ -78,7 +78,7 @@ def test_a_registered_secret_in_extra_args_is_refused():
 def test_inv_resolve_refuses_an_api_key_in_extra_args_and_never_prints_it(qwen36_dir):  # noqa: F811
     key = "sk-resolve-0123456789"
     out = gpunode("resolve", "--nvidia-smi", str(SMI / "rtx-pro-6000-x8" / "nvidia-smi.txt"),
-                  "--model", str(qwen36_dir), "--set", f"hf_token={key}x",
+                  "--model", str(qwen36_dir), "--set", f"server_api_key={key}x",
                   "--set", f"extra_args=--api-key {key}")
     assert out.returncode == 2, out.stderr
     assert "extra_args holds --api-key" in out.stderr and "Traceback" not in out.stderr

@@ -12,8 +12,8 @@ import yaml
 from invoke import Exit, UnexpectedExit
 from invoke import task as invoke_task
 
-from gpunode import inventory, yamlsrc
-from gpunode.errors import INTERNAL_EXIT, GpunodeError, InventoryError, internal_report
+from gpunode import inventory, userfiles, yamlsrc
+from gpunode.errors import INTERNAL_EXIT, GpunodeError, InventoryError, internal_report, printable
 from gpunode.secrets import redact, register_vars
 
 DEFAULT_INVENTORY = "inventory"
@@ -36,7 +36,7 @@ def task(*args: Any, **kwargs: Any):
                 settings.apply_colour(settings.current())
                 return fn(*a, **kw)
             except GpunodeError as exc:
-                raise Exit(redact(f"error: {exc}"), code=2) from None
+                raise Exit(printable(redact(f"error: {exc}")), code=2) from None
             except KeyboardInterrupt:
                 raise Exit("interrupted; re-running is safe and resumes where this run stopped", code=130) from None
             except (Exit, UnexpectedExit):
@@ -74,6 +74,10 @@ def inventory_path(given: str | None) -> Path:
     """--inventory, else $GPUNODE_INVENTORY, else the config files' `inventory:`, else ./inventory."""
     from gpunode import settings
 
+    if given is not None and not str(given).strip():
+        # `-i ''` (an unset shell variable) would otherwise fall back to another inventory
+        raise InventoryError("--inventory is empty", hint="give the inventory folder or file, or leave --inventory "
+                             f"out to use $GPUNODE_INVENTORY, the config files' inventory or ./{DEFAULT_INVENTORY}")
     return Path(given or settings.current().inventory or DEFAULT_INVENTORY)
 
 
@@ -135,11 +139,15 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", key):
             raise InventoryError(f"--set: {key[:40]!r} is not a variable name",
                                  hint="variable names are letters, digits and _, e.g. --set mem_fraction=0.85")
+        bad = userfiles.surrogate_at(value)
+        if bad is not None:
+            raise InventoryError(f"--set {key}=...: the value is not valid Unicode (a byte that is not UTF-8 at "
+                                 f"character {bad + 1})", hint="give the value as UTF-8 text")
         if key in VERSION_KEYS or not value:
             out[key] = value.strip()
             continue
         try:
-            out[key] = yaml.safe_load(value)
+            out[key] = yamlsrc.load_text(value, f"--set {key}", syntax=False)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" at character {mark.column + 1}" if mark is not None else ""

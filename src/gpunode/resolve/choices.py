@@ -7,11 +7,12 @@ type is an InventoryError naming the variable.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from gpunode.errors import InventoryError
+from gpunode.errors import InventoryError, preview
 from gpunode.secrets import refuse_in_args
 
 ENGINES = ("sglang", "vllm", "vllm-cpu")
@@ -51,7 +52,7 @@ class Choices:
 
 def _int(name: str, value: Any, low: int = 0, high: int = 1 << 62) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise InventoryError(f"variable {name}={value!r} must be a whole number from {low} to {high}",
+        raise InventoryError(f"variable {name}={preview(value)} must be a whole number from {low} to {high}",
                              hint=f"fix {name} in the inventory or in --set")
     return value
 
@@ -60,7 +61,11 @@ def _ints(name: str, value: Any) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
     if isinstance(value, str):
-        value = [int(v) for v in value.split(",") if v.strip().isdigit()] if value.strip() else []
+        parts = [v.strip() for v in value.split(",")] if value.strip() else []
+        if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts):
+            raise InventoryError(f"variable {name}={preview(value)} must be whole numbers separated by commas, "
+                                 "e.g. 0,1", hint=f"fix {name} in the inventory or in --set")
+        value = [int(p) for p in parts]
     if not isinstance(value, (list, tuple)) or not value:
         raise InventoryError(f"variable {name}={value!r} must be a list of numbers, e.g. [0, 1]",
                              hint=f"fix {name} in the inventory")
@@ -92,6 +97,9 @@ def from_vars(variables: dict[str, Any]) -> Choices:
             raise InventoryError(f"variable python={v['python']!r} is a number; YAML turned the version into one",
                                  hint="quote it in the inventory: python: \"3.10\"")
         kw["python"] = _str("python", v["python"])
+        if not re.fullmatch(r"3\.\d{1,2}", kw["python"]):
+            raise InventoryError(f"variable python={preview(v['python'])} is not a Python version",
+                                 hint="give major.minor, e.g. 3.12 (quoted in YAML: python: \"3.12\")")
     if "mem_fraction" in v:
         f = v["mem_fraction"]
         if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < float(f) < 1:

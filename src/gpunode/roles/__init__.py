@@ -50,9 +50,12 @@ def select(only: str | None) -> tuple[list[str], list[str]]:
     if not only:
         return list(ORDER), []
     wanted = [r.strip() for r in only.split(",") if r.strip()]
+    if not wanted:
+        raise InventoryError(f"--only {only.strip()[:40]!r} names no role",
+                             hint=f"e.g. --only engine; roles: {', '.join(ORDER)}")
     for name in wanted:
         if name not in ORDER:
-            raise InventoryError(f"--only names unknown role {name!r}", hint=f"roles: {', '.join(ORDER)}")
+            raise InventoryError(f"--only: unknown role {name[:40]!r}", hint=f"roles: {', '.join(ORDER)}")
     needed: list[str] = []
 
     def walk(name: str) -> None:

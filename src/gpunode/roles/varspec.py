@@ -10,7 +10,9 @@ is absolute and has no control characters), so what gets past here is data;
 steps/unitfmt.py escapes it for systemd's syntax.
 
 Types (the right-hand side in types.yml):
-    bool, text (one line), word (no spaces), path (absolute), "path?" (a path or ""),
+    bool, text (one line), name (text not starting with -), word (no spaces, not starting with -),
+    path (absolute, no . or .. part, no backslash), "program path" (a path without $ quotes ; %),
+    "path?" (a path or ""),
     paths, words, port, seconds ("infinity" or whole seconds), gpus (GPU indexes),
     args (a command line: list or string), unit (a systemd unit name),
     "int A..B" (either end may be left out), "choice a|b|" (the empty string allowed
@@ -19,6 +21,7 @@ Types (the right-hand side in types.yml):
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 import shlex
@@ -29,13 +32,18 @@ from typing import Any
 
 import yaml
 
-from gpunode.errors import InventoryError
+from gpunode.errors import InventoryError, preview
 from gpunode.secrets import is_secret_name
 from gpunode.steps.unitfmt import control_chars
 
 ROLES = ("base", "engine", "cuda_fixes", "weights", "servers", "demo")
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+# Wider than secrets.is_secret_name on purpose: a misspelled secret (server_api_kye, vault_api_key)
+# must still be recognised as one to be refused.
+_SECRETISH = re.compile(r"token|secret|passw|api_?k|apik|vault|credential", re.I)
 
 
 class Bad(Exception):
@@ -63,7 +71,19 @@ def _word(value: Any) -> str:
     text = _text(value)
     if not text or re.search(r"\s", text):
         raise Bad("must be one word, without spaces")
+    return _not_an_option(text)
+
+
+def _not_an_option(text: str) -> str:
+    # These values follow a flag on a command line (--host X, --policy X, uv pip install X): one
+    # that starts with - would be read as a flag of its own.
+    if text.startswith("-"):
+        raise Bad("starts with -, so the command it is passed to would read it as an option")
     return text
+
+
+def _name(value: Any) -> str:
+    return _not_an_option(_text(value))
 
 
 def _path(value: Any) -> str:
@@ -83,6 +103,18 @@ def _path(value: Any) -> str:
     return text
 
 
+def _program_path(value: Any) -> str:
+    """A folder whose programs start units (venv_root: ExecStart's argv[0] is <venv_root>/<pinset>/bin/python).
+    systemd takes the executable word of ExecStart unquoted and expands $ in it: a path holding
+    these would be another command, or a unit systemd refuses to load."""
+    text = _path(value)
+    quoting = sorted(set(text) & set("$\"'`;%"))
+    if quoting:
+        raise Bad(f"holds {' '.join(quoting)}, which systemd reads as its own syntax in a unit's program path; "
+                  "pick a folder without it")
+    return text
+
+
 def _optional_path(value: Any) -> str:
     return "" if value in ("", None) else _path(value)
 
@@ -95,7 +127,7 @@ def _list(item: Callable[[Any], Any]) -> Callable[[Any], list]:
             try:
                 item(x)
             except Bad as exc:
-                raise Bad(f"item {i} ({x!r}) {exc}") from None
+                raise Bad(f"item {i} ({preview(x)}) {exc}") from None
         return value
     return check
 
@@ -128,7 +160,7 @@ def _gpus(value: Any) -> list[int]:
         try:
             _int(x, 0, 1023)
         except Bad as exc:
-            raise Bad(f"holds {x!r}, which {exc} (GPU indexes are 0, 1, ...)") from None
+            raise Bad(f"holds {preview(x)}, which {exc} (GPU indexes are 0, 1, ...)") from None
     if len(set(items)) != len(items):
         raise Bad("names a GPU twice")
     return items
@@ -146,7 +178,7 @@ def _args(value: Any) -> Any:
         raise Bad("must be a list of arguments or one string")
     for w in words:
         if not isinstance(w, (str, int, float)) or isinstance(w, bool):
-            raise Bad(f"holds {w!r}, which is not an argument (write it as text)")
+            raise Bad(f"holds {preview(w)}, which is not an argument (write it as text)")
         if "\x00" in str(w):
             raise Bad("holds a NUL character, which no command line can carry")
     return value
@@ -167,7 +199,7 @@ def _unit(value: Any) -> str:
 SIMPLE: dict[str, Callable[[Any], Any]] = {
     "bool": _bool, "text": _text, "word": _word, "path": _path, "path?": _optional_path, "paths": _list(_path),
     "words": _list(_word), "port": lambda v: _int(v, 1, 65535), "seconds": _seconds, "gpus": _gpus,
-    "args": _args, "unit": _unit,
+    "args": _args, "unit": _unit, "name": _name, "program path": _program_path,
 }
 
 
@@ -195,7 +227,9 @@ def describe(spec: str) -> str:
             "paths": "a list of absolute paths", "port": "a port number 1..65535", "bool": "true or false",
             "text": "one line of text", "word": "one word", "words": "a list of words",
             "seconds": "whole seconds or \"infinity\"", "gpus": "GPU indexes, e.g. [0, 1]",
-            "args": "a list of arguments or one string", "unit": "a systemd unit name"}.get(spec, spec)
+            "args": "a list of arguments or one string", "unit": "a systemd unit name",
+            "name": "one line of text not starting with -",
+            "program path": "an absolute path without $ \" ' ` ; or %"}.get(spec, spec)
 
 
 @cache
@@ -214,8 +248,20 @@ def declared(roles: tuple[str, ...] = ROLES) -> dict[str, tuple[str, str]]:
 
 
 def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None, target: str = "") -> None:
-    """Refuse the first declared variable whose value does not fit its type."""
+    """Refuse the first declared variable whose value does not fit its type, and a secret-looking
+    variable no role declares (a misspelled server_api_key would leave the servers without auth)."""
     origins = origins or {}
+    known = declared()
+    for name in variables:
+        if _SECRETISH.search(str(name)) and name not in known:
+            where = origins.get(name) or "the inventory"
+            close = difflib.get_close_matches(str(name).lower(), [n for n in known if is_secret_name(n)], n=1,
+                                              cutoff=0.5)
+            raise InventoryError(f"variable {str(name)[:60]} (from {where}) looks like a secret, but no role reads "
+                                 "it: its value would be dropped without a word", target=target,
+                                 hint=(f"did you mean {close[0]}? " if close else "")
+                                 + f"rename or remove it at {where}; the secrets gpunode passes on: "
+                                 + ", ".join(n for n in known if is_secret_name(n)))
     for name, (spec, role) in declared().items():
         if name not in variables or variables[name] is None:
             continue
@@ -225,6 +271,6 @@ def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None
         except Bad as exc:
             where = origins.get(name) or f"roles/{role}/defaults.yml"
             # Arguments may carry an API key (--api-key ...): name them, do not print them.
-            shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={value!r}"
+            shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={preview(value)}"
             raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
                                  target=target, hint=f"fix {name} at {where}") from None
