@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpunode.engine.events import CHANGED, FAILED, OK, SCHEMA_VERSION, SKIPPED, Event, Progress, Start, TargetRecap
+from gpunode.errors import printable
 from gpunode.secrets import redact_data
 
 Redact = Callable[[str], str]
@@ -59,7 +60,9 @@ class HumanReport:
         self.console = console or Console()
         self.show_ok = show_ok
         self.commands = commands
-        self.redact = redact
+        # Everything this prints passes self.redact: masked, then escaped for the terminal (a reason
+        # or a diff quotes what the target printed).
+        self.redact = lambda text: printable(redact(text))
         self.live = live
 
     def __call__(self, item: Start | Event | Progress | TargetRecap) -> None:
@@ -75,11 +78,11 @@ class HumanReport:
         if item.status == OK and not self.show_ok:
             return
         word = "would change" if item.check and item.status == CHANGED else item.status
-        what = f"handler {item.step}" if item.kind == "handler" else item.step
+        what = self.redact(f"handler {item.step}" if item.kind == "handler" else item.step)
         reason, *more = self.redact(item.reason).splitlines() or [""]
         line = Text()
         line.append(f"{word:>12} ", style=_STYLE.get(item.status, ""))
-        line.append(f"{item.target} ", style="bold")
+        line.append(f"{printable(item.target)} ", style="bold")
         line.append(f"{item.role}: {what}")
         line.append(f"  {reason}", style="dim" if item.status == OK else "")
         if item.duration >= 0.1:
@@ -98,7 +101,7 @@ class HumanReport:
 
     def _target_done(self, recap: TargetRecap) -> None:
         if recap.error:
-            self.console.print(Text(f"{recap.target}: {self.redact(recap.error)}", style="bold red"),
+            self.console.print(Text(f"{printable(recap.target)}: {self.redact(recap.error)}", style="bold red"),
                                highlight=False, soft_wrap=True)
 
     def finish(self, recaps: Sequence[TargetRecap]) -> None:
@@ -108,7 +111,7 @@ class HumanReport:
             table.add_column(name, justify="left" if name in ("target", "result") else "right")
         for r in recaps:
             result = Text("ok", style="green") if r.succeeded else Text("FAILED", style="bold red")
-            table.add_row(r.target, str(r.ok), Text(str(r.changed), style="yellow" if r.changed else ""),
+            table.add_row(printable(r.target), str(r.ok), Text(str(r.changed), style="yellow" if r.changed else ""),
                           Text(str(r.failed), style="red" if r.failed else ""), str(r.skipped),
                           f"{r.duration:.1f}s", str(r.round_trips), result)
         self.console.print(table)

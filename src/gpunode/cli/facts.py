@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
-from gpunode.errors import InventoryError
+from gpunode.errors import InventoryError, printable
 
 if TYPE_CHECKING:  # the task imports what it runs: `inv --list` stays fast
     from gpunode.facts.snapshot import RawFacts
@@ -69,7 +69,7 @@ def facts(c, host=None, ct=None, local=False, model=None, venv=None, save=None, 
                                     venv or target.vars.get("venv"))
     if save:
         snapshot.save(raw, Path(save))
-    print(jsonlib.dumps(dataclasses.asdict(result), indent=2) if json else render_facts(result, raw))
+    print(jsonlib.dumps(dataclasses.asdict(result), indent=2) if json else printable(render_facts(result, raw)))
 
 
 def render_facts(f: Facts, raw: RawFacts | None = None) -> str:

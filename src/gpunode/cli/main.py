@@ -25,7 +25,7 @@ for _area in AREAS:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. Each task turns its own errors into messages (cli.common.task); this is the
     last resort for what escapes outside a task, e.g. while invoke converts an option's value."""
-    from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report
+    from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report, printable
     from gpunode.secrets import redact
 
     program = Program(namespace=ns, name="gpunode", binary="gpunode", version=__version__)
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
         reader_gone()
         sys.exit(0)
     except GpunodeError as exc:
-        print(redact(f"error: {exc}"), file=sys.stderr)
+        print(printable(redact(f"error: {exc}")), file=sys.stderr)
         sys.exit(2)
     except ValueError as exc:
         if os.environ.get("GPUNODE_DEBUG"):

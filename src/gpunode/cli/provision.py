@@ -43,6 +43,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from gpunode.cli.session import Session
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
+    from gpunode.errors import printable
     from gpunode.report import HumanReport, JsonLines
     from gpunode.secrets import redact
 
@@ -62,8 +63,8 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
         elif check:
             from gpunode.resolve.explain import render
 
-            console.print(f"[bold]{name}[/bold]: plan")
-            console.print(redact(render(plan)), markup=False, highlight=False, soft_wrap=True)
+            console.print(f"[bold]{printable(name)}[/bold]: plan")
+            console.print(printable(redact(render(plan))), markup=False, highlight=False, soft_wrap=True)
 
     with Session() as session:
         try:
