@@ -220,10 +220,10 @@ ROWS = [
     # --- config.json, the index, hf_quant_config.json, a safetensors header: malformed ----------
     ("config-5000-digit-int", {"model/config.json": CONFIG[:-2] + ', "hidden_size": ' + "9" * 5000 + "}"},
      OFFLINE, ["model: config.json is not usable JSON", "digits"]),
-    ("config-nan", {"model/config.json": CONFIG[:-2] + ', "rope_theta": NaN}'}, OFFLINE,
-     ["config.json is not usable JSON: NaN is not a JSON number"]),
+    ("config-nan", {"model/config.json": CONFIG[:-2] + ', "hidden_size": NaN}'}, OFFLINE,
+     ["config.json: hidden_size nan is out of range; expected a whole number"]),
     ("config-infinity", {"model/config.json": CONFIG[:-2] + ', "max_position_embeddings": -Infinity}'}, OFFLINE,
-     ["config.json is not usable JSON: -Infinity is not a JSON number"]),
+     ["config.json: max_position_embeddings -inf is out of range"]),
     ("config-nested-100k", {"model/config.json": CONFIG[:-2] + ', "x": ' + deep(100_000) + "}"}, OFFLINE,
      ["config.json is nested too deeply to read"]),
     ("config-layers-a-billion", {"model/config.json": QWEN3.replace('"num_hidden_layers": 36',
@@ -239,7 +239,7 @@ ROWS = [
     ("hf-quant-a-list", {"model/config.json": CONFIG, "model/hf_quant_config.json": '[{"quant_algo": "FP8"}]'},
      OFFLINE, ["hf_quant_config.json holds a JSON list, not an object"]),
     ("hf-quant-nan", {"model/config.json": CONFIG, "model/hf_quant_config.json": '{"quantization": NaN}'},
-     OFFLINE, ["hf_quant_config.json is not usable JSON"]),
+     OFFLINE, ["hf_quant_config.json: quantization is a float; expected an object"]),
     ("index-metadata-a-list", {"model/config.json": CONFIG, "model/model.safetensors.index.json":
                                '{"metadata": [1, 2], "weight_map": {"a": "model-1.safetensors"}}'},
      OFFLINE, ["model.safetensors.index.json: metadata", "expected an object"]),
@@ -275,8 +275,8 @@ ROWS = [
     # the same files as the target's probe returns them (a snapshot with model sections)
     ("target-config-5000-digit", model_snap(CONFIG[:-2] + ', "hidden_size": ' + "9" * 5000 + "}"),
      ["resolve", "--facts", "{d}/snap"], ["/mnt/models/m: config.json is not usable JSON"]),
-    ("target-config-nan", model_snap(CONFIG[:-2] + ', "rope_theta": NaN}'), ["resolve", "--facts", "{d}/snap"],
-     ["/mnt/models/m: config.json is not usable JSON: NaN"]),
+    ("target-config-nan", model_snap(CONFIG[:-2] + ', "hidden_size": NaN}'), ["resolve", "--facts", "{d}/snap"],
+     ["/mnt/models/m: config.json: hidden_size nan is out of range"]),
     ("target-hf-quant-string", model_snap(model_quant='{"quantization": "fp8"}'), ["resolve", "--facts", "{d}/snap"],
      ["hf_quant_config.json: quantization", "expected an object"]),
     ("target-index-metadata-list", model_snap(model_index='{"metadata": [], "weight_map": {"a": "m.safetensors"}}'),

@@ -91,14 +91,11 @@ def parse_files(text: str) -> dict[str, int]:
     return out
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
 def _parse(text: str) -> Any:
-    """json.loads, refusing NaN and Infinity (Python reads them; no real config has them). Raises
-    ValueError for bad JSON and for a number of thousands of digits, RecursionError for deep nesting."""
-    return json.loads(text, parse_constant=_no_constant)
+    """json.loads: NaN and Infinity are read, as transformers writes them (Nemotron-H's
+    time_step_limit holds Infinity); where a size is expected, shape_problem refuses them by key.
+    Raises ValueError for bad JSON and for a number of thousands of digits, RecursionError for deep nesting."""
+    return json.loads(text)
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
@@ -187,7 +184,7 @@ def config_problem(text: str | None, name: str, need_arch: bool = True) -> str:
         value = _parse(text)
     except json.JSONDecodeError as exc:
         return f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-    except ValueError as exc:  # NaN, or an integer of more digits than Python converts
+    except ValueError as exc:  # an integer of more digits than Python converts
         return f"{name} is not usable JSON: {str(exc)[:100]}"
     except RecursionError:
         return f"{name} is nested too deeply to read"
@@ -302,7 +299,7 @@ def _parse_model(path: str, files_text: str | None, config_text: str | None, ind
     config = _json(config_text) or {}
     index = _json(index_text)
     header_file = "model.safetensors"
-    if header_text and not header_text.lstrip().startswith("{"):   # a shard's header, its name first
+    if header_text and header_text.partition("\n")[0].endswith(".safetensors"):   # a shard's header, its name first
         header_file, _, header_text = header_text.partition("\n")
     problem = problem or _json_problem(quant_text, "hf_quant_config.json") or \
         _json_problem(header_text, f"{header_file}: header") or \
