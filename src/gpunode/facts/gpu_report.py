@@ -38,8 +38,8 @@ class Report:
 
 # What only a report from an AMD GPU says: SGLang's check_env on ROCm ("ROCM available",
 # "ROCM Driver Version", "AMD Topology"), torch's collect_env of a ROCm build, rocm-smi's banner.
-_AMD = re.compile(r"^\s*ROCM (?:available|Driver Version)\s*:|^AMD Topology:|ROCm System Management Interface|"
-                  r"^\s*ROCM used to build PyTorch\s*:\s*\d|^\s*GPU [\d,]+: AMD |GPU models and configuration\s*:"
+_AMD = re.compile(r"^[ \t]*ROCM (?:available|Driver Version)\s*:|^AMD Topology:|ROCm System Management Interface|"
+                  r"^[ \t]*ROCM used to build PyTorch\s*:\s*\d|^[ \t]*GPU [\d,]+: AMD |GPU models and configuration\s*:"
                   r"\s*AMD ", re.M)
 
 
@@ -159,8 +159,8 @@ def parse_collect_env(text: str) -> tuple[SmiView, Reported]:
     torch = _value(text, "PyTorch version")
     runtime = _value(text, "CUDA runtime version")
     # "OS: Ubuntu 22.04.5 LTS (aarch64)", or the Python platform's "...-aarch64-with-glibc2.35"
-    machine = re.search(r"^\s*OS\s*:.*\((x86_64|aarch64)\)\s*$", text, re.M) or \
-        re.search(r"^\s*Python platform\s*:.*-(x86_64|aarch64)-with", text, re.M)
+    machine = re.search(r"^[ \t]*OS\s*:.*\((x86_64|aarch64)\)[ \t\r]*$", text, re.M) or \
+        re.search(r"^[ \t]*Python platform\s*:.*-(x86_64|aarch64)-with", text, re.M)
     reported = Reported(format=COLLECT_ENV, torch=torch,
                         torch_cuda=_version(_value(text, "CUDA used to build PyTorch")) or _cuda_of_torch(torch),
                         cuda_runtime=runtime, wsl="microsoft-standard-WSL" in text,
@@ -210,7 +210,7 @@ def read_report(text: str) -> Report:
     return Report(fmt, gpus, driver, tuple(problems), reported)
 
 
-_GPU_KEY = {CHECK_ENV: r"^\s*GPU [\d,]+: ", COLLECT_ENV: r"GPU models and configuration\s*:"}
+_GPU_KEY = {CHECK_ENV: r"^[ \t]*GPU [\d,]+: ", COLLECT_ENV: r"GPU models and configuration\s*:"}
 
 
 def _cut(text: str, fmt: str) -> str:
@@ -221,7 +221,7 @@ def _cut(text: str, fmt: str) -> str:
         return "its GPUs: the report ends before its GPU list (it was cut off)"
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1] if lines else ""
-    m = re.match(r"^\s*(?:GPU models and configuration\s*:\s*)?GPU ([\d,]+): \S", last)
+    m = re.match(r"^[ \t]*(?:GPU models and configuration\s*:\s*)?GPU ([\d,]+): \S", last)
     if m:
         index = m.group(1).split(",")[-1]
         return (f"a whole GPU name: the report is cut off on GPU {index}'s name line ({last.strip()!r}), so "
