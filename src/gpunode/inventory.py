@@ -315,7 +315,7 @@ def load(path: str | Path) -> Inventory:
     """Load an inventory folder (hosts.yml + group_vars/ + host_vars/) or a single YAML file."""
     src = Path(path)
     if src.is_dir():
-        main = next((src / n for n in MAIN_FILES if (src / n).is_file()), None)
+        main = next((src / n for n in MAIN_FILES if (src / n).exists() and not (src / n).is_dir()), None)
         if main is None:
             raise InventoryError(f"no hosts.yml in inventory folder {src}", hint="create one; see inventory/example "
                                  "(an Ansible INI inventory there is read as hosts.ini, inventory.ini or hosts)")
