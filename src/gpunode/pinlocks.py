@@ -33,6 +33,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
+
 from gpunode.errors import InventoryError, StepError, tail
 from gpunode.resolve import versions
 from gpunode.resolve.kb import KB, Pinset
@@ -210,10 +212,10 @@ def stale(kb: KB, p: Pinset, t: Target, lock: Lock) -> list[str]:
     if lock.inputs != inputs(kb, p, t):
         why.append(f"pinsets.yml changed since the lock was made (inputs {lock.inputs or '?'} -> {inputs(kb, p, t)})")
     for req in request(kb, p):
-        name, _, want = req.partition("==")
-        have = lock.version(name.split("[")[0])
-        if have != want:
-            why.append(f"{name} is pinned {want} but locked {have}")
+        r = Requirement(req)
+        have = lock.version(r.name)
+        if have is None or not r.specifier.contains(have, prereleases=True):
+            why.append(f"{r.name} is pinned {str(r.specifier).removeprefix('==')} but locked {have}")
     return why
 
 
