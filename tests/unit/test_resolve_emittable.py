@@ -74,7 +74,8 @@ def test_most_recorded_cases_resolve_so_the_comparison_means_something():
     plans = resolved_cases()
     assert len(plans) >= 15, [n for n, _ in plans]
     nvfp4 = dict(plans)["b200-qwen36-moe-nvfp4"]
-    assert ("--moe-runner-backend", "flashinfer_cutlass") in {(u.flag, u.value) for u in plan_uses(nvfp4)}
+    # the MoE runner is sglang's own choice: it rejects flashinfer_cutlass for this mixed-precision checkpoint
+    assert "--moe-runner-backend" not in {u.flag for u in plan_uses(nvfp4)}
     engines = {p.engine for _, p in plans}
     assert engines == {"sglang", "vllm", "vllm-cpu"}
 
@@ -99,7 +100,7 @@ def test_the_field_notes_plan_flags_are_listed_with_their_kb_rows():
     plan = resolve(field_notes(), {"mamba_strategy": "no_buffer"})
     em = emittable(KB, KB.pinset(plan.pinset))
     emitted = {(u.flag, u.value) for u in plan_uses(plan)}
-    assert ("--attention-backend", "flashinfer") in emitted
+    assert "--attention-backend" not in {f for f, _ in emitted}    # sglang's own pick on sm_120
     assert ("--mamba-radix-cache-strategy", "no_buffer") in emitted
     assert ("--disable-overlap-schedule", None) in emitted
     assert any("requires[no_buffer]" in w for w in rows_of(em, "--disable-overlap-schedule", None))
@@ -107,6 +108,7 @@ def test_the_field_notes_plan_flags_are_listed_with_their_kb_rows():
         return [u.where for u in em.uses if (u.flag, u.value) == (flag, value)]
 
     assert any(w.startswith("gpus.yml:") and "archs[12.0]" in w for w in rows("--attention-backend", "flashinfer"))
+    assert any("requires[no_buffer]" in w for w in rows("--disable-overlap-schedule", None))
     assert any(w.startswith("models.yml:") and "qwen3_5]" in w for w in rows("--reasoning-parser", "qwen3"))
     assert em.removed == {"--mamba-scheduler-strategy": em.removed["--mamba-scheduler-strategy"]}
 
