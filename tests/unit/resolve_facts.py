@@ -73,3 +73,14 @@ def h200(model: Model | None = QWEN36) -> Facts:
 
 def cpu_box(model: Model | None = TINY_QWEN3) -> Facts:
     return Facts("lab-cpu", (), Driver(None, None), LAB_CPU, Install(), model)
+
+
+def backend_of(plan) -> str:
+    """The attention backend a server runs with: the one passed, or SGLang's own pick where the plan
+    leaves it to SGLang (the derived data, compat/derived/sglang-choices.yml)."""
+    argv = plan.servers[0].argv
+    if "--attention-backend" in argv:
+        return argv[argv.index("--attention-backend") + 1]
+    value = plan.decision("attention backend").value
+    assert value.startswith("left to SGLang ("), value
+    return value.removeprefix("left to SGLang (").removesuffix(")")

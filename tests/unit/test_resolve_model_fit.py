@@ -6,11 +6,13 @@ has no e4m3 math (sm_80/sm_86) while dense FP8 ones run weight-only."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from gpunode.errors import ResolveError
 from gpunode.facts.model import parse_model
+from gpunode.facts.types import Driver
 from gpunode.resolve import resolve
 from tests.unit.resolve_facts import DATA, on
 
@@ -34,9 +36,6 @@ def outcome(name: str, shape: str, **change: object):
 
 
 @pytest.mark.parametrize(("name", "shape", "tp"), [
-    # 99.7 GB of BF16 (DeciLM block_configs): two H100s, not one (counted as 47 GB before)
-    ("llama-3.3-nemotron-super-49b-v1", "h100-x8", 2),
-    ("llama-3.3-nemotron-super-49b-v1", "h200-x1", 1),
     # 63 GB (Nemotron-H hybrid MoE, counted as 205 GB before): two H100 (weights and a KV reserve), one H200
     ("nemotron-3-nano-30b-a3b-bf16", "h100-x8", 2),
     ("nemotron-3-nano-30b-a3b-bf16", "h200-x1", 1),
@@ -50,6 +49,18 @@ def outcome(name: str, shape: str, **change: object):
 def test_the_plan_uses_as_many_gpus_as_the_real_size_needs(name, shape, tp):
     plan = outcome(name, shape)
     assert not isinstance(plan, ResolveError), plan.message
+    assert plan.topology.tp == tp, plan.decision("topology")
+
+
+@pytest.mark.parametrize(("shape", "tp"), [("h100-x8", 2), ("h200-x1", 1)])
+def test_a_custom_code_model_is_sized_right_and_refused_by_sglang_itself(shape, tp):
+    """99.7 GB of BF16 (DeciLM block_configs; counted as 47 GB before): two H100s or one H200. Every
+    pinned sglang refuses the repository's custom code without --trust-remote-code (derived data);
+    vLLM's plan shows the size decision."""
+    refused = outcome("llama-3.3-nemotron-super-49b-v1", shape)
+    assert isinstance(refused, ResolveError) and "custom code" in refused.message
+    facts = replace(on(shape, model=model("llama-3.3-nemotron-super-49b-v1")), driver=Driver("580.95.05", "13.0"))
+    plan = resolve(facts, {"engine": "vllm"})
     assert plan.topology.tp == tp, plan.decision("topology")
 
 

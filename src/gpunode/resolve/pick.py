@@ -290,7 +290,14 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
     if not runs:
         floor, source = rule.floor(engine)
         newest = max((p.version for p, _ in results), key=versions.parse, default="none")
-        message = f"no {name} pin set runs {rule.label}: it needs {engine} >= {floor}; the newest pin set has {newest}"
+        if floor:
+            message = (f"no {name} pin set runs {rule.label}: it needs {engine} >= {floor}; "
+                       f"the newest pin set has {newest}")
+        else:   # no rule names a floor: the pinned releases' own checks refused the model
+            latest = max(results, key=lambda r: versions.parse(r[0].version))[1]
+            said = next(b.text for b in (*latest, *(b for _, bl in results for b in bl)) if b.check == "model")
+            message = f"no {name} pin set runs {rule.label}; the newest pinned {name} ({newest}) refuses it: {said}"
+            source = "compat/derived/sglang-choices.yml (inv kb.refresh)"
         return ResolveError(message, target=facts.target, evidence=f"rule source: {source}\n{evidence}",
                             hint=_alternatives(kb, engine, facts, gpus, rule, choices) or
                             "add a pin set with a newer release to gpunode/compat/pinsets.yml")
