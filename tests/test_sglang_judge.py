@@ -38,6 +38,13 @@ pytestmark = pytest.mark.slow
 DATA = Path(__file__).parent / "data"
 KB = load()
 SGLANG = [p for p in KB.pinsets if p.engine == "sglang"]
+# Plans known to be rejected today, by pin set and model folder, each with why; strict: an entry that
+# no longer fails the judge fails the test until it is removed here.
+OPEN = {
+    ("cu12-legacy", "kimi-k2-instruct"): "Kimi-K2's config.json names custom code (auto_map); sglang 0.5.10.post1 "
+    "reads it through transformers with trust_remote_code off and refuses it; gpunode has no trust_remote_code choice",
+    ("cu12-legacy-cu128", "kimi-k2-instruct"): "as cu12-legacy (the same sglang 0.5.10.post1)",
+}
 # The driver every pin set accepts: the question here is SGLang's checks, not the driver floor.
 DRIVER = Driver("580.95.05", "13.0")
 
@@ -134,7 +141,9 @@ def test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own(pinset: s
     verdicts = judge(env, cases + derived)
     plans, rederived = verdicts[:len(cases)], derive.collect(derived, verdicts[len(cases):])
     broken = [v for v in verdicts if v.accepted is None]
-    rejected = [v for v in plans if v.accepted is False]
+    known = {m for (pid, m) in OPEN if pid == pinset}
+    rejected = [v for v in plans if v.accepted is False and v.id.split("/")[1] not in known]
+    fixed = sorted(known - {v.id.split("/")[1] for v in plans if v.accepted is False})
     recorded = (derive.load().get("pinsets", {}).get(pinset) or {}).get("choices") or {}
     drift = derive.changes({"pinsets": {pinset: {"choices": recorded}}}, {"pinsets": {pinset: {"choices": rederived}}})
     with capsys.disabled():
@@ -144,6 +153,7 @@ def test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own(pinset: s
     assert not broken, "the judge could not run these cases:\n  " + "\n  ".join(f"{v.id}: {v.error}" for v in broken)
     assert not rejected, f"sglang {p.version} rejects {len(rejected)} plans:\n  " + \
         "\n  ".join(report(v, how[v.id]) for v in rejected[:15])
+    assert not fixed, f"OPEN lists {fixed} for {pinset}, but sglang {p.version} accepts their plans now: remove them"
     assert not drift, f"{derive.FILE.name} is not what sglang {p.version} says today (run `inv kb.refresh`):\n  " + \
         "\n  ".join(drift[:15])
 
