@@ -23,31 +23,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data"
-H200 = DATA / "snapshots" / "h200"
-X8 = DATA / "nvidia-smi" / "rtx-pro-6000-x8"
+from tests.unit.test_cli_badinput import CONFIG, DATA, GOOD, H200, OFFLINE, PROVISION, SECRET
+
 QWEN3 = (DATA / "models" / "qwen3-vl-8b-instruct" / "config.json").read_text()
 DEADLINE_S = 30
-SECRET = "hf_s3cr3tTOKENvalue"
-
-GOOD = """\
-hosts:
-  lab:
-    address: 127.0.0.1
-    port: 1
-    containers:
-      200:
-        gpus: [0, 1, 2, 3, 4, 5, 6, 7]
-        vars: {model_source: /mnt/models/m}
-groups:
-  gpu: {hosts: [lab]}
-"""
-CONFIG = '{"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16"}\n'
-PROVISION = ["provision", "--inventory", "{d}/inv", "--host", "lab", "--ct", "200", "--check"]
 PLAN = [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "gpus=[0]"]  # plans from the 1-GPU snapshot, no target
 SMI = ["resolve", "--nvidia-smi", "{d}/smi.txt", "--model", "{d}/model"]
-OFFLINE = ["resolve", "--nvidia-smi", f"{X8}/nvidia-smi.txt", "--model", "{d}/model"]
 FIFO, ZERO = ("fifo",), ("link", "/dev/zero")
 MODEL = {"model/config.json": CONFIG}
 
