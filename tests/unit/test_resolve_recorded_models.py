@@ -14,7 +14,7 @@ from gpunode.facts.model import parse_model
 from gpunode.resolve import resolve
 from gpunode.resolve.emittable import emittable
 from gpunode.resolve.load import load
-from tests.unit.resolve_facts import DATA, on
+from tests.unit.resolve_facts import DATA, backend_of, on
 from tests.unit.test_resolve_emittable import covered, plan_uses
 
 KB = load()
@@ -42,16 +42,6 @@ def outcome(folder: Path, shape: str):
         return exc
 
 
-def backend(plan) -> str:
-    """The attention backend the server runs with: passed, or SGLang's own pick (derived data)."""
-    argv = plan.servers[0].argv
-    if "--attention-backend" in argv:
-        return argv[argv.index("--attention-backend") + 1]
-    value = plan.decision("attention backend").value
-    assert value.startswith("left to SGLang ("), value
-    return value.removeprefix("left to SGLang (").removesuffix(")")
-
-
 @pytest.mark.parametrize("folder", MODELS, ids=lambda d: d.name)
 @pytest.mark.parametrize("shape", SHAPES)
 def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules(folder, shape, request):
@@ -67,7 +57,7 @@ def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules
     assert "estimated from config.json" in result.decision("model size").reason
     em = emittable(KB, KB.pinset(result.pinset))
     assert not [f"{u.flag} {u.value}" for u in plan_uses(result) if not covered(u, em)]
-    chosen = backend(result)
+    chosen = backend_of(result)
     if "deepseek" in folder.name or "kimi" in folder.name:
         assert chosen != "trtllm_mha"
     if "gpt-oss" in folder.name:
