@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -40,9 +41,24 @@ def trip(tmp_path: Path, *, check: bool) -> tuple[Counter[str], str, object]:
     argv = ["strace", "-f", "-qq", "-z", "-e", "trace=execve", "-o", str(log), str(paths.PCT), "exec", str(VMID), "--",
             "env", "-i", f"PATH={CT_PATH}", "HOME=/root", "LC_ALL=C.UTF-8", "sh", "-c", script, "sh", STATE, owner,
             text, "-", "end-of-" + nonce]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
-    first, _, rest = done.stdout.partition("\n")
-    assert first in ("LOCKED", "FREE") and rest.endswith(f"\nend-of-{nonce}\n"), done.stdout + done.stderr
+    # stdin stays open until the answer is in, as the engine holds it: a lock shell whose stdin
+    # closes early takes its controller for gone and ends the probe (engine/lock.py)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    timer = threading.Timer(120, proc.kill)
+    timer.start()
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line == f"end-of-{nonce}\n":
+                break
+        proc.stdin.close()
+        stdout, stderr = "".join(lines) + proc.stdout.read(), proc.stderr.read()
+        proc.wait()
+    finally:
+        timer.cancel()
+    first, _, rest = stdout.partition("\n")
+    assert first in ("LOCKED", "FREE") and rest.endswith(f"\nend-of-{nonce}\n"), stdout + stderr
     output = rest.removesuffix(f"\nend-of-{nonce}\n")
     raw = probe.collect(f"lab/{VMID}", output, nonce, model, None, None)
     started = [re.search(r'execve\("([^"]+)"', line).group(1).rsplit("/", 1)[-1]
