@@ -10,6 +10,7 @@ pct is called by absolute path because non-login SSH sessions may lack
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 
 from gpunode.errors import CommandError, ConnectError
@@ -39,13 +40,17 @@ class PctTransport(Transport):
         return [self.pct, "exec", str(self.vmid), "--", "env", "-i", *env, *argv]
 
     def _exec(self, argv: Sequence[str], stdin: Stdin, sink: Sink | None, timeout: float | None):
-        if timeout:
-            # The deadline inside the container: `timeout` there ends the command's whole process
-            # group (an installer's children too); the host's, later, only pct and what it passes
-            # the signal to. The host's stays as the fallback for a container that stopped answering.
-            argv = ["timeout", "-k", str(KILL_AFTER), f"{timeout:.3f}", *argv]
-            timeout += 2 * KILL_AFTER
-        return self.host._exec(self.wrap(argv), stdin, sink, timeout)
+        if not timeout:
+            return self.host._exec(self.wrap(argv), stdin, sink, timeout)
+        # The deadline inside the container: `timeout` there ends the command's whole process
+        # group (an installer's children too); the host's, later, only pct and what it passes
+        # the signal to. The host's stays as the fallback for a container that stopped answering.
+        started = time.monotonic()
+        code, out, err = self.host._exec(self.wrap(["timeout", "-k", str(KILL_AFTER), f"{timeout:.3f}", *argv]),
+                                         stdin, sink, timeout + 2 * KILL_AFTER)
+        if code in (124, 137) and time.monotonic() - started >= timeout and b"timed out after" not in err:
+            err += f"timed out after {timeout:g} s\n".encode()   # as the host's own deadline says it
+        return code, out, err
 
     def hold(self, argv: Sequence[str], until: str = "") -> Held:
         try:
