@@ -1,8 +1,9 @@
 """A registered secret leaks nowhere a user or another user of the node can read (issue 12).
 
-Three secrets go in as a user gives them: `hf_token` with `--set`, `server_api_key` in the
-container's `vars:` of an inventory file, `registry_password` in the host's `vars:`; a fourth,
-an API key in `extra_args`, must be refused. Each value carries a core of letters and digits
+The secret goes in as a user gives it: `server_api_key` in the container's `vars:` of an
+inventory file (and rotated with `--set` in 6). Secret-looking variables that no role reads
+(`hf_token` with `--set`, `registry_password` in the host's `vars:`) are refused without their
+values (0), and so is an API key in `extra_args`. Each value carries a core of letters and digits
 that every escaped form keeps (JSON, shell, systemd, env file), and the test looks for the
 cores, in a fresh cpu container of this module:
 
@@ -73,7 +74,7 @@ NEW_KEY = "sk-rotated-N3wCoreQ8z2x"  # the key a user rotates to in test 6
 CORES = {"hf_token (--set)": "7Q2m9Xz4Lp", "server_api_key (inventory)": "K3yCore9wU5",
          "registry_password (host vars)": "HostLevelR7t6Yu4", "--api-key (extra_args)": "extraArgJ8h7G6f5",
          "server_api_key (rotated, --set)": "N3wCoreQ8z2x"}
-SET = ("--set", f"hf_token={HF_TOKEN}")
+SET: tuple[str, ...] = ()   # no --set secret: the one gpunode reads is server_api_key, set in the inventory
 
 
 def leaks(text: str) -> list[str]:
@@ -83,10 +84,11 @@ def leaks(text: str) -> list[str]:
 box = container_fixture(VMID, MEMORY_MB, "lab-secrets")
 
 
-def write(path: Path, **container_vars: Any) -> Path:
-    """The lab host with a secret in its `vars:` and this module's container with `container_vars`."""
+def write(path: Path, host_vars: dict | None = None, **container_vars: Any) -> Path:
+    """The lab host (with `host_vars`) and this module's container with `container_vars`."""
     host = lab_host()
-    host["vars"] = {"registry_password": HOST_PASSWORD}
+    if host_vars:
+        host["vars"] = host_vars
     host["containers"] = {VMID: {"vars": cpu_vars(server_api_key=API_KEY, **container_vars)}}
     path.write_text(yaml.safe_dump({"hosts": {"lab": host}}, sort_keys=False))
     return path
@@ -107,6 +109,19 @@ def inv(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 def target(inventory: Path) -> tuple[str, ...]:
     return ("-i", str(inventory), "--host", "lab", "--ct", str(VMID))
+
+
+def test_0_a_secret_looking_variable_no_role_reads_is_refused_without_its_value(inventory, tmp_path):
+    """Its value would be dropped without a word (issue 29): refused, named, never shown."""
+    for args in (("--set", f"hf_token={HF_TOKEN}"),):
+        proc = inv("resolve", *target(inventory), *args)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 2 and "hf_token" in out and "looks like a secret" in out, out
+        assert not leaks(out), out
+    host_level = write(tmp_path / "host.yml", host_vars={"registry_password": HOST_PASSWORD})
+    proc = inv("resolve", *target(host_level))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "registry_password" in out and not leaks(out), out
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +158,7 @@ BAD = {
     "extra_args holds --api-key KEY": (dict(extra_args=["--api-key", EXTRA_KEY]), (), "--api-key"),
     "extra_args holds the server_api_key's value": (dict(extra_args=["--served-model-name", API_KEY]), (),
                                                     "argument 2 holds the value of a secret variable"),
-    "a secret's --set value is broken YAML": ({}, ("--set", f"hf_token=[{HF_TOKEN}"), "hf_token"),
+    "a secret's --set value is broken YAML": ({}, ("--set", f"server_api_key=[{API_KEY}"), "server_api_key"),
     # YAML's double quotes make \n a newline (a raw newline in a plain scalar folds into a space).
     "a secret holds a newline": ({}, ("--set", f'server_api_key="{EXTRA_KEY}\\nExecStartPre=/bin/x"'),
                                  "server_api_key=..."),
