@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -149,10 +150,10 @@ def build(pinset: str, locks: Path, root: Path | None = None, log=print) -> Judg
     if not done.exists():
         log(f"judge: {len(wanted)} packages of pin set {pinset}'s lock into {site}")
         tmp = site.with_name(site.name + ".partial")
-        subprocess.run(["rm", "-rf", str(tmp)], check=True)
+        shutil.rmtree(tmp, ignore_errors=True)
         _pip(python, ["install", "-q", "--no-deps", "--no-compile", "--target", str(tmp), *wanted],
              f"pin set {pinset}'s packages")
         (tmp / ".gpunode-done").write_text("\n".join(wanted) + "\n")
-        subprocess.run(["rm", "-rf", str(site)], check=True)
+        shutil.rmtree(site, ignore_errors=True)
         tmp.rename(site)
     return JudgeEnv(pinset, python, site, stand)
