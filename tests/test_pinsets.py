@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from gpunode.resolve import versions
 from gpunode.resolve.kb import Pinset
@@ -82,7 +84,7 @@ def compile_set(requirements: list[str], overrides: list[str], python: str, plat
         for line in out.read_text().splitlines():
             name, sep, version = line.strip().partition("==")
             if sep:
-                resolved[name.lower()] = version
+                resolved[canonicalize_name(name)] = version
     return proc.returncode, proc.stderr, resolved
 
 
@@ -108,9 +110,10 @@ def test_pinset_resolves_on_pypi(p: Pinset, machine: str, python: str, tmp_path:
                 print(f"[pinsets]   stood in for {KB.indexes[x.index].url}: {x.req} -> PyPI's {x.pypi_standin}")
     assert rc == 0, f"{p.id} cannot install on {platform} with Python {python}:\n{stderr[-3000:]}"
     for x in p.packages:
-        name, _, want = (x.pypi_standin or x.req).partition("==")
-        name = name.split("[")[0].lower()
-        assert resolved.get(name) == want, f"{p.id}: {name} resolved to {resolved.get(name)}, pinned {want}"
+        req = Requirement(x.pypi_standin or x.req)
+        got = resolved.get(canonicalize_name(req.name))
+        assert got is not None and req.specifier.contains(got, prereleases=True), (
+            f"{p.id}: {req.name} resolved to {got}, pinned {req.specifier}")
     if p.torch_cuda and not any(x.name == "torch" and x.pypi_standin for x in p.packages):
         # the pip-nvcc fix pins nvcc to torch's runtime: they must agree on major.minor
         runtime = next(v for k, v in resolved.items() if k.startswith("nvidia-cuda-runtime"))

@@ -36,7 +36,7 @@ from gpunode.facts.types import Driver, Model
 from gpunode.resolve import resolve, versions
 from gpunode.resolve.emittable import ANY, emittable, pairs
 from gpunode.resolve.kb import KB as KB_TYPE
-from gpunode.resolve.kb import Pinset
+from gpunode.resolve.kb import ExtraArgs, Pinset
 from gpunode.resolve.load import load
 from tests.sglang_source import Option, Wheel
 from tests.unit.resolve_facts import on
@@ -166,7 +166,7 @@ def test_the_check_can_fail():
     assert {"flashinfer", "trtllm_mha", "fa4"} <= (options["--attention-backend"].choices or set())
     assert "--mamba-scheduler-strategy" not in options   # gone in 0.5.23 (flags.yml says so)
     fam = KB.families[0]
-    bad = replace(fam, extra_args=(replace(fam.extra_args[0], when={}, args=(
+    bad = replace(fam, extra_args=(ExtraArgs(when={}, source="this test", args=(
         "--attention-backend", "no_such_backend", "--no-such-flag", "1", "--disable-custom-all-reduce", "yes",
         "--speculative-algorithm", "EAGLE9", "--speculative-num-steps", "three")),))
     kb = replace(KB, families=(bad, *KB.families[1:]))
