@@ -25,7 +25,7 @@ from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import _DIR_APPLY, _LINK_APPLY, Directory, File, Symlink
 from gpunode.steps.ports import Answering
 from gpunode.steps.progress import ProgressSink
-from gpunode.steps.systemd import _SERVICE_APPLY, Service, Unit
+from gpunode.steps.systemd import _SERVICE_APPLY, _VERIFY, Service, Unit
 from gpunode.steps.trees import _APPLY as _OVERLAY_APPLY
 from gpunode.steps.trees import Absent, Overlay
 from gpunode.steps.weights import STAGE_SCRIPT, StagedWeights
@@ -47,7 +47,9 @@ def test_the_commands_are_pinned_argv_with_the_file_content_on_stdin():
     assert service.argv == tuple(shell.sh(_SERVICE_APPLY, "gpunode-cpu0.service", "yes", ""))
     assert service.failure == "systemctl could not bring gpunode-cpu0.service to the wanted state"
     unit = Unit("gpunode-cpu0.service", content="[Service]\nExecStart=/bin/true\n")
-    assert unit.commands() == unit.file.commands()
+    verify, *write = unit.commands()
+    assert write == unit.file.commands()
+    assert verify.argv == tuple(shell.sh(_VERIFY, "gpunode-cpu0.service")) and verify.stdin == unit.file.data
 
 
 def test_the_shown_line_runs_as_it_reads_and_keeps_content_and_secret_hashes_out(tmp_path):

@@ -3,6 +3,11 @@ Service (enabled and/or running, or not).
 
 Service's probe is one `systemctl show` of the properties that matter, which
 works for units systemd has never heard of (LoadState=not-found) too.
+
+A unit file is checked by `systemd-analyze verify` on the target before it is
+written: a unit systemd would not load (unbalanced quoting, an ExecStart that
+is not executable, a Requires= on a unit that does not exist) must not replace
+one that works.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Any, ClassVar
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.files import File, Template
 from gpunode.transport.base import Transport
 
@@ -35,6 +40,25 @@ case "$2" in yes) systemctl enable -q -- "$u";; no) systemctl disable -q -- "$u"
 fail() { rc=$?; echo "--- systemctl status $u:"; systemctl status --no-pager --lines=20 -- "$u" || true; exit $rc; }
 case "$3" in yes) systemctl start -- "$u" || fail;; no) systemctl stop -- "$u" || fail;; esac
 """
+
+
+# The copy is verified under its own name (systemd derives the unit's type from it), in a
+# folder of its own so that the unit systemd loads now is not touched.
+_VERIFY = """set -e
+command -v systemd-analyze >/dev/null 2>&1 || exit 0
+d=$(mktemp -d /run/gpunode-verify.XXXXXX)
+trap 'rm -rf -- "$d"' EXIT
+cat > "$d/$1"
+systemd-analyze verify "$d/$1" 2>&1
+"""
+
+
+def verify_command(name: str, data: bytes) -> Command:
+    """The rendered unit `name` as systemd-analyze reads it, before it replaces the one on the target."""
+    return Command(tuple(shell.sh(_VERIFY, name)), f"verifying {name} with systemd-analyze", stdin=data,
+                   failure=f"systemd would not load the new {name}; the unit on the target was left as it was",
+                   hint="the lines above are systemd-analyze's; fix the variable or template that made them "
+                   "(`inv provision --check` shows the unit's diff)")
 
 
 def _check_name(name: str) -> None:
@@ -81,10 +105,27 @@ class Unit(Step):
         return self.file.check(probe)
 
     def commands(self) -> list[Command]:
-        return self.file.commands()
+        return [verify_command(self.name, self.file.data), *self.file.commands()]
 
     def apply(self, target: Transport) -> None:
+        run_all([verify_command(self.name, self.file.data)], target)
         self.file.apply(target)
+
+
+@dataclass
+class UnitTemplate(Template):
+    """A unit file rendered from a template (a role's own unit), verified before it is written."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_name(self.path.rsplit("/", 1)[-1])
+
+    def commands(self) -> list[Command]:
+        return [verify_command(self.path.rsplit("/", 1)[-1], self.data), *super().commands()]
+
+    def apply(self, target: Transport) -> None:
+        run_all([verify_command(self.path.rsplit("/", 1)[-1], self.data)], target)
+        super().apply(target)
 
 
 def parse_show(output: str) -> dict[str, str]:

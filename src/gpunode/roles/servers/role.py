@@ -9,9 +9,9 @@ from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home
 from gpunode.roles.weights.role import skipped, staged_path
-from gpunode.steps.files import File, Template
+from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
-from gpunode.steps.systemd import Service
+from gpunode.steps.systemd import Service, UnitTemplate
 from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
 from gpunode.steps.weights import STAGE_SCRIPT, stage_args
 
@@ -66,7 +66,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     stage = STAGE_UNIT if v["weights_stage"] else ""
     if stage:
         source = str(ctx.var("model_source")).rstrip("/")
-        steps.append(Template(path=f"{UNIT_DIR}/{STAGE_UNIT}", template="servers/stage-weights.service.j2",
+        steps.append(UnitTemplate(path=f"{UNIT_DIR}/{STAGE_UNIT}", template="servers/stage-weights.service.j2",
                               vars={"source": unit_text(source, "model_source"),
                                     "dest": unit_text(staged_path(ctx), "weights_dest_root"),
                                     "mount": unit_path(source, "model_source", word=True),
@@ -80,7 +80,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         home = server_home(ctx.plan.engine, s.name, s.unit, key)
         if home.file:
             steps.append(home.file)
-        steps.append(Template(path=f"{UNIT_DIR}/{s.unit}", template="servers/server.service.j2",
+        steps.append(UnitTemplate(path=f"{UNIT_DIR}/{s.unit}", template="servers/server.service.j2",
                               vars={"engine": unit_text(ctx.plan.engine, "engine"), "name": unit_text(s.name),
                                     "device": unit_text(s.device, "gpus"), "stage_unit": unit_text(stage),
                                     "env_file": unit_path(env_file), "workdir": unit_path("/var/lib/gpunode"),
@@ -99,7 +99,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         steps.append(File(path="/etc/gpunode/router.env", content=env_text(env), notify=(f"restart:{ROUTER_UNIT}",)))
         if home.file:
             steps.append(home.file)
-        steps.append(Template(path=f"{UNIT_DIR}/{ROUTER_UNIT}", template="servers/router.service.j2",
+        steps.append(UnitTemplate(path=f"{UNIT_DIR}/{ROUTER_UNIT}", template="servers/router.service.j2",
                               vars={"workers": len(servers),
                                     "policy": unit_text(ctx.plan.router.policy, "router_policy"),
                                     "server_units": unit_words([s.unit for s in servers]),
