@@ -123,6 +123,32 @@ class Reported:
 
 
 @dataclass(frozen=True)
+class IbPort:
+    device: str           # "mlx5_0"
+    port: int
+    active: bool          # state ACTIVE (sysfs "4: ACTIVE", ibstat "Active")
+    link_layer: str       # "InfiniBand" | "Ethernet" (RoCE)
+    rate: str = ""        # "400 Gb/sec (4X NDR)" or ibstat's "400"
+
+    @property
+    def hca(self) -> str:
+        """NCCL_IB_HCA's form: device:port."""
+        return f"{self.device}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Network:
+    head: str                             # the address the route was asked for
+    interface: str | None = None          # the interface holding the route to the head
+    source: str | None = None             # this node's address on that route
+    ib_ports: tuple[IbPort, ...] = ()
+    problem: str = ""                     # why the interface is unknown ("" when it is known)
+
+    def active_ib(self) -> tuple[IbPort, ...]:
+        return tuple(p for p in self.ib_ports if p.active)
+
+
+@dataclass(frozen=True)
 class Facts:
     target: str
     gpus: tuple[Gpu, ...] = ()
@@ -131,6 +157,7 @@ class Facts:
     install: Install = field(default_factory=Install)
     model: Model | None = None
     reported: Reported | None = None      # offline: what a pasted environment report says
+    network: Network | None = None        # multi-node plans only: the route to the head, InfiniBand ports
     # What the parsers noticed but could not turn into a value, one sentence
     # each ("libcuda.so.570.86.10 but the kernel module is 580.65.06").
     problems: tuple[str, ...] = ()
