@@ -33,8 +33,13 @@ def test_a_local_address_no_interface_holds_is_a_problem_not_a_guess():
     assert n.interface is None and "no interface other than lo" in n.problem
 
 
+def test_a_second_node_reaches_the_head_through_its_own_interface():
+    n = network.parse_network("192.0.2.2", text("route-get-head-from-peer-netns.txt"), None, None)
+    assert (n.interface, n.source) == ("eth1", "192.0.2.3")
+
+
 def test_an_unreachable_head_is_said_with_ips_own_words():
-    n = network.parse_network("10.9.9.9", "RTNETLINK answers: Network is unreachable\n", None, None)
+    n = network.parse_network("192.0.2.2", text("route-get-unreachable-netns.txt"), None, None)
     assert n.interface is None and "Network is unreachable" in n.problem
 
 

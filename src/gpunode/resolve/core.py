@@ -17,8 +17,11 @@ from gpunode.resolve.report import facts_view
 from gpunode.resolve.trail import Trail
 
 
-def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None = None) -> Plan:
-    """The plan for one target, or ResolveError saying what blocked it and what would unblock it."""
+def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None = None, *,
+            nodes: topology.Nodes | None = None) -> Plan:
+    """The plan for one target, or ResolveError saying what blocked it and what would unblock it.
+
+    nodes: this target's place in a multi-node server (resolve/multinode.py, which adds NCCL's environment)."""
     kb = kb or load()
     choices = from_vars(variables or {})
     trail = Trail()
@@ -40,16 +43,22 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     env = dict(kb.entrypoints[engine].env)
     if gpus is not None:
         mem_fraction = _mem_fraction(gpus, choices, trail)
-        topo, groups = topology.gpu_topology(facts, gpus, rule, mem_fraction, choices, kb, trail)
+        topo, groups = topology.gpu_topology(facts, gpus, rule, mem_fraction, choices, kb, trail, nodes)
         mtp = flags.decide_mtp(kb, p, rule, choices, facts.target, trail)
         env.update(kb.gpu_env)
         env.update(_spec_v2(kb, p, mtp, trail))
         slots: list[tuple[int, ...]] | list[int] = groups
+    elif nodes is not None:
+        raise ResolveError("a multi-node plan needs NVIDIA GPUs on every node, and nvidia-smi found none here",
+                           target=facts.target, hint="check the GPU passthrough / driver, or leave this target out "
+                                                     "of the multinode group")
     else:
         mem_fraction, mtp = 0.0, False
         topo, cores = topology.cpu_topology(facts, choices, trail)
         slots = cores
     args = flags.engine_args(kb, p, gpus, rule, choices, mem_fraction, topo.tp, mtp, facts.target, trail)
+    if nodes is not None:
+        args += _node_args(kb, p, nodes)
     ctx = fixes.context(facts, gpus, p, tk, rule, venv, topo.tp, mtp, kb)
     if ctx["cccl_behind"] and tk.kind == "system":
         trail.warn(f"the system toolkit at {tk.cuda_home} has CCCL {fixes.toolkit_cccl(p, tk, kb)}, older than "
@@ -60,7 +69,8 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     env.update(fix_env)
     if tk.kind == "system" and tk.cuda_home:
         env["CUDA_HOME"] = tk.cuda_home
-    servers = _servers(kb, p, gpus, slots, venv, model_path, served, args, choices)
+    servers = _servers(kb, p, gpus, slots, venv, model_path, served, args, choices,
+                       serves_http=nodes is None or nodes.rank == 0)
     machine = facts.system.arch or "x86_64"
     router = _router(kb, servers, engine, py, choices, facts.target, trail, machine)
     fix_packages = [pkg for f in planned if f.phase == "install" for a in f.actions
@@ -189,8 +199,22 @@ def _spec_v2(kb: KB, p: Pinset, mtp: bool, trail: Trail) -> dict[str, str]:
     return dict(r.set)
 
 
+def _node_args(kb: KB, p: Pinset, nodes: topology.Nodes) -> list[str]:
+    """SGLang's own multi-node launch: the same command on every node but for --node-rank."""
+    e, v = p.engine, p.version
+    out = [flags.flag(kb, "nnodes", e, v), str(nodes.nnodes), flags.flag(kb, "node_rank", e, v), str(nodes.rank),
+           flags.flag(kb, "dist_init_addr", e, v), _host_port(nodes.head, nodes.port)]
+    if nodes.pipeline:
+        out += [flags.flag(kb, "pp", e, v), str(nodes.nnodes)]
+    return out
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _servers(kb: KB, p: Pinset, gpus: GpuSet | None, slots: list, venv: str, model_path: str, served: str,
-             args: list[str], choices: Choices) -> list[Server]:
+             args: list[str], choices: Choices, serves_http: bool = True) -> list[Server]:
     e, v = p.engine, p.version
     out = []
     for k, slot in enumerate(slots):
@@ -203,7 +227,7 @@ def _servers(kb: KB, p: Pinset, gpus: GpuSet | None, slots: list, venv: str, mod
             env = {"CUDA_VISIBLE_DEVICES": cvd, **(gpus.arch.tp_env if len(slot) > 1 else {})}
             name = f"gpu{slot[0]}" if len(slot) == 1 else f"gpu{slot[0]}-{slot[-1]}"
             out.append(Server(name, tuple(slot), port, cvd, (f"{venv}/bin/python", *kb.entrypoints[e].argv, *full),
-                              full, env))
+                              full, env, serves_http))
         else:
             out.append(Server(f"cpu{k}", (), port, None, (f"{venv}/bin/python", *kb.entrypoints[e].argv, *full),
                               full, {"VLLM_CPU_OMP_THREADS_BIND": str(slot)}))

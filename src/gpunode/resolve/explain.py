@@ -48,7 +48,9 @@ def render(plan: Plan, *, decisions: bool = True) -> str:
     first = plan.servers[0] if plan.servers else None
     for s in plan.servers:
         env = " ".join(f"{k}={v}" for k, v in s.env.items())
-        out.append(f"  {s.name:<8} port {s.port}  {env}")
+        t = plan.topology
+        http = "" if s.serves_http else f"  (no HTTP: rank {t.node_rank} of {t.nnodes}; the head serves the API)"
+        out.append(f"  {s.name:<8} port {s.port}  {env}{http}")
     if first:
         out.append("  command of the first (the others differ only in --port and the variables above):")
         out += textwrap.wrap(join(first.argv), WIDTH, initial_indent="    ", subsequent_indent="      ",

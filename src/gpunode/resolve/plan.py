@@ -48,6 +48,7 @@ class Server:
     argv: tuple[str, ...]       # full command: venv python, -m module, args
     args: tuple[str, ...]       # the engine's arguments alone
     env: dict[str, str]         # this server's own variables (on top of Plan.env)
+    serves_http: bool = True    # False for a multi-node server's non-head ranks: only the head serves HTTP
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,14 @@ class RouterPlan:
 
 @dataclass(frozen=True)
 class Topology:
-    kind: str                   # "per-gpu" | "tensor-parallel" | "cpu-slots"
+    kind: str                   # "per-gpu" | "tensor-parallel" | "cpu-slots" | "multi-node"
     servers: int
     tp: int
     gpus: tuple[int, ...]
     unused_gpus: tuple[int, ...] = ()
+    nnodes: int = 1             # multi-node: how many nodes run this one server, and which one this is
+    node_rank: int = 0
+    pp: int = 1                 # pipeline-parallel stages (one per node when multinode_parallel: pipeline)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ fit one GPU (or the user forces `tp:`), in groups of consecutive GPUs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
 from gpunode.resolve.choices import Choices
@@ -18,8 +20,14 @@ from gpunode.resolve.trail import Trail
 GIB = 1 << 30
 
 
+class DoesNotFit(ResolveError):
+    """The weights do not fit the target's GPUs: a multi-node group may still hold them (resolve/multinode.py)."""
+
+
 def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: float, choices: Choices, kb: KB,
-                 trail: Trail) -> tuple[Topology, list[tuple[int, ...]]]:
+                 trail: Trail, nodes: Nodes | None = None) -> tuple[Topology, list[tuple[int, ...]]]:
+    if nodes is not None:
+        return _multi_node(facts, gpus, rule, mem_fraction, kb, trail, nodes)
     n = len(gpus.gpus)
     arch = gpus.arch
     size = rule.model.size_bytes if rule.model else 0
@@ -59,8 +67,10 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
     else:
         tp = next((t for t in (2, 4, 8, 16) if t <= n and size / t <= usable), 0)
         if not tp:
-            raise ResolveError(f"{rule.label} does not fit on {n} GPU(s): {fit}", target=facts.target,
-                               hint="use more or larger GPUs, a lower-precision checkpoint, or a higher mem_fraction")
+            raise DoesNotFit(f"{rule.label} does not fit on {n} GPU(s): {fit}", target=facts.target,
+                             hint="use more or larger GPUs, a lower-precision checkpoint, or a higher mem_fraction; "
+                                  "or serve it across several nodes: put them in one inventory group with "
+                                  "multinode: true (docs/multinode.md)")
         why = f"the weights do not fit one GPU; the smallest tensor-parallel group that fits is {tp}"
     if tp > 1 and arch.tp_allowed == "no":
         raise ResolveError(f"tensor parallelism {tp} on compute capability {arch.cc}: {arch.tp_caveat}",
@@ -76,6 +86,56 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
     trail.decide("topology", f"{len(groups)} server(s) x tp {tp} ({kind})", why, fact=fit,
                  rule="compat/gpus.yml topology", source=kb.topology_source)
     return Topology(kind, len(groups), tp, indexes, tuple(unused)), groups
+
+
+def _multi_node(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: float, kb: KB, trail: Trail,
+                nodes: Nodes) -> tuple[Topology, list[tuple[int, ...]]]:
+    """One server per node over all its GPUs: tensor parallelism over every GPU of every node, or (pp) over
+    each node's GPUs with one pipeline stage per node. Each GPU holds a 1/(tp*pp) share of the weights."""
+    n = len(gpus.gpus)
+    total = n * nodes.nnodes
+    size = rule.model.size_bytes if rule.model else 0
+    mem = gpus.memory_mib * (1 << 20) if gpus.memory_mib else None
+    usable = mem * mem_fraction * (1 - kv_reserve(kb)) if mem else None
+    if not size or not mem or not usable:
+        raise ResolveError(f"{rule.label}: a multi-node plan needs the model's size and the GPU memory, and "
+                           f"{'the size' if not size else 'the GPU memory'} is unknown", target=facts.target,
+                           hint="stage the weights (or put model.safetensors.index.json beside config.json) and "
+                                "give the node's nvidia-smi output with memory")
+    fit = (f"weights {size / GIB:.1f} GiB; {nodes.nnodes} nodes x {n} GPU(s) of {mem / GIB:.1f} GiB; mem_fraction "
+           f"{mem_fraction}; {kv_reserve(kb):.0%} of the pool kept for KV cache -> {usable / GIB:.1f} GiB for weights "
+           f"per GPU, {usable * total / GIB:.0f} GiB over {total} GPUs")
+    if size / total > usable:
+        raise ResolveError(f"{rule.label} does not fit on {nodes.nnodes} nodes either: {fit}", target=facts.target,
+                           hint="add nodes to the group, use a lower-precision checkpoint, or a higher mem_fraction")
+    if total & (total - 1) or n & (n - 1):
+        trail.warn(f"{total} GPUs in all ({n} per node): tensor parallelism wants a power of two dividing the "
+                   "model's attention heads; sglang refuses a size that does not divide them")
+    pp = nodes.nnodes if nodes.pipeline else 1
+    tp = total // pp
+    if tp > 1 and gpus.arch.tp_allowed == "no":
+        raise ResolveError(f"tensor parallelism {tp} on compute capability {gpus.arch.cc}: {gpus.arch.tp_caveat}",
+                           target=facts.target, hint="use a model that fits one GPU")
+    how = (f"tp {tp} over every GPU of every node" if pp == 1 else
+           f"tp {tp} inside each node, pp {pp} (one pipeline stage per node)")
+    trail.decide("topology", f"1 server over {nodes.nnodes} nodes x {n} GPUs: {how} (multi-node, rank "
+                 f"{nodes.rank})", f"the weights ({size / GIB:.1f} GiB) do not fit one node's {n} GPUs; the "
+                 f"group's {total} GPUs hold them", fact=fit, rule="multinode: true (group variable)",
+                 source="https://docs.sglang.ai/references/multi_node_deployment/multi_node.html; "
+                        "sglang server_args.py --nnodes/--node-rank/--dist-init-addr")
+    topo = Topology("multi-node", 1, tp, gpus.indexes, (), nodes.nnodes, nodes.rank, pp)
+    return topo, [gpus.indexes]
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """This target's place in a multi-node server (resolve/multinode.py makes one per node)."""
+
+    nnodes: int
+    rank: int
+    head: str              # the address every node reaches the head by
+    port: int              # --dist-init-addr's port: torch.distributed's TCP store on the head
+    pipeline: bool = False
 
 
 MEMORY_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv"
