@@ -22,7 +22,7 @@ from gpunode.engine import RolePlan, TargetRecap, recorded, run_target, run_targ
 from gpunode.engine.events import Emit
 from gpunode.engine.lock import Owner
 from gpunode.engine.runner import Begun, begin, finish, new_run_id
-from gpunode.errors import FactError, StepError
+from gpunode.errors import FactError, InventoryError, StepError
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
 from gpunode.facts.probe import collect, gather, inline
@@ -189,6 +189,59 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
     run_names, needed_names = roles.select(only)
     return Job(target, transport, facts, plan, roles.build(run_names, ctx), roles.build(needed_names, ctx),
                needed_names)
+
+
+def multinode(targets: Sequence[Target]) -> bool:
+    """Whether the targets are one multi-node group (docs/multinode.md): every one says multinode: true."""
+    flags = [bool(target_vars(t).get("multinode")) for t in targets]
+    if any(flags) and not all(flags):
+        named = ", ".join(t.name for t, f in zip(targets, flags, strict=True) if not f)
+        raise InventoryError(f"some targets say multinode: true and others do not ({named}); a multi-node server "
+                             "runs on all of its nodes together", hint="select exactly the group's nodes "
+                             "(--group), with multinode: true as a group variable")
+    return all(flags) and len(targets) > 0
+
+
+def node_address(target: Target) -> str:
+    """The address the other nodes reach this one by: multinode_address, else the SSH host's address."""
+    v = target_vars(target)
+    if v.get("multinode_address"):
+        return str(v["multinode_address"])
+    if target.container is not None:
+        raise InventoryError(f"{target.name} is a container: the Proxmox host's address ({target.host.address}) is "
+                             "not the container's", target=target.name,
+                             hint="set multinode_address: to the container's address on the nodes' network")
+    return target.host.address
+
+
+def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callable[[str], Any] | None = None,
+                  output: Callable[[str], Any] | None = None) -> list[Job]:
+    """A multi-node group: every node's facts (with its route to the head and its InfiniBand ports), then
+    one plan per node from all of them (resolve/multinode.py), then each node's roles. The first target
+    is the head. progress/output: the target's name -> its callback."""
+    from dataclasses import replace
+
+    from gpunode.facts import network
+    from gpunode.resolve.multinode import Member, resolve_group
+
+    head = node_address(pairs[0][0])
+    members = []
+    for target, transport in pairs:
+        v = target_vars(target)
+        raw = gather(transport, model_path=v.get("model_source"), venv=v.get("venv"), extra=network.snippets(head))
+        facts = replace(parse(raw), network=network.from_raw(raw, head))
+        check_model(facts, target.name)
+        check_driver(raw, facts, target)
+        members.append(Member(facts, node_address(target)))
+    plans = resolve_group(members, target_vars(pairs[0][0]))
+    jobs = []
+    names, _ = roles.select(None)
+    for (target, transport), member, plan in zip(pairs, members, plans, strict=True):
+        ctx = roles.RoleContext(target=target.name, vars=target_vars(target), facts=member.facts, plan=plan,
+                                progress=progress(target.name) if progress else None,
+                                output=output(target.name) if output else None, origins=dict(target.origins))
+        jobs.append(Job(target, transport, member.facts, plan, roles.build(names, ctx)))
+    return jobs
 
 
 def check_dependencies(job: Job) -> None:

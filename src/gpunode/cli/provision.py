@@ -68,7 +68,21 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
 
     with Session() as session:
         try:
-            if only or facts:
+            if pipeline.multinode(targets):
+                if only or facts:
+                    raise Exit("--only and --facts do not apply to a multinode group: its plan needs every "
+                               "node's live facts together (docs/multinode.md)", code=2)
+                # every node's facts first: one plan is made from all of them (docs/multinode.md)
+                jobs = pipeline.prepare_group([(t, session.transport(t)) for t in targets],
+                                              progress=lambda name: Feed(name, sink),
+                                              output=(lambda name: _streamer(console, name, redact)) if verbose
+                                              else None)
+                for job in jobs:
+                    show_plan(job.target.name, job.plan)
+                # all ranks start together: the head's readiness waits for every node
+                recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink,
+                                            forks=max(forks, len(jobs)), owner=Owner.current(run_id))
+            elif only or facts:
                 # --only checks its dependencies first and --facts reads a snapshot: facts before the engine.
                 jobs = []
                 for target in targets:

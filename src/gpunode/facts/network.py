@@ -14,6 +14,7 @@ import re
 
 from gpunode import shell
 from gpunode.facts.probe import Snippet
+from gpunode.facts.snapshot import RawFacts
 from gpunode.facts.types import IbPort, Network
 
 # ibstatus's own format (infiniband-diags' ibstatus script: one block per port, sysfs values as they are)
@@ -125,3 +126,13 @@ def _canonical(address: str) -> str:
         return str(ipaddress.ip_address(address))
     except ValueError:
         return address
+
+
+def from_raw(raw: RawFacts, head: str) -> Network:
+    """The network facts of a probe that ran `snippets(head)`; a section's output whatever its exit code
+    (`ip route get` exits non-zero with the reason there is no route)."""
+    def out(name: str) -> str | None:
+        s = raw.get(name)
+        return s.output if s is not None else None
+
+    return parse_network(head, out("net_route"), out("net_addr"), out("infiniband"))

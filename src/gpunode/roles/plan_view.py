@@ -28,7 +28,7 @@ def servers(ctx: RoleContext, model_path: str) -> list:
         cores = env.get("VLLM_CPU_OMP_THREADS_BIND", "")
         device = f"GPU {','.join(map(str, s.gpus))}" if s.gpus else f"CPU core {cores or '?'}"
         out.append(Server(name=s.name, device=device, port=s.port, argv=list(s.argv), env=env,
-                          cpu_affinity=cores if not s.gpus else ""))
+                          cpu_affinity=cores if not s.gpus else "", serves_http=s.serves_http))
     return out
 
 

@@ -28,6 +28,7 @@ class Server:
     argv: list[str]    # full command line
     env: dict[str, str]
     cpu_affinity: str = ""
+    serves_http: bool = True   # a multi-node server's other ranks serve no HTTP: readiness waits on the head
 
     @property
     def unit(self) -> str:
@@ -91,7 +92,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "start_timeout": unit_seconds(v["servers_start_timeout"],
                                                                   "servers_start_timeout")},
                               notify=("daemon-reload", f"restart:{s.unit}")))
-    endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers]
+    endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers if s.serves_http]
     router = router_argv(ctx, servers) if v["servers_router"] else None
     if router:
         argv, port, env = router
@@ -115,7 +116,9 @@ def build(ctx: RoleContext) -> list[RolePlan]:
         # unit is restarted once (restart starts a stopped unit), never started then restarted.
         units = ([stage] if stage else []) + [s.unit for s in servers] + ([ROUTER_UNIT] if router else [])
         plans.append(RolePlan("services", [Service(name=u, enabled=True, running=True) for u in units]))
-        plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]),
-                                              auth=curl_auth(key), on_progress=ctx.progress_for("ready", "servers"),
-                                              on_line=ctx.output)]))
+        if endpoints:
+            plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]),
+                                                  auth=curl_auth(key),
+                                                  on_progress=ctx.progress_for("ready", "servers"),
+                                                  on_line=ctx.output)]))
     return plans
