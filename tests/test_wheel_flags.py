@@ -294,3 +294,74 @@ def test_hybrid_gdn_rows_stay_inside_the_wheels_blackwell_assert(p: Pinset, caps
               f"SM120 {sorted(asserted['sm120'][0])}; {checked} plans of {len(hybrid)} families checked")
     assert checked, "no hybrid GDN plan resolved on a Blackwell GPU: the check checked nothing"
     assert not problems, f"pin set {p.id} (sglang {p.version}):\n  " + "\n  ".join(dict.fromkeys(problems))
+
+
+# -- multi-node plans --------------------------------------------------------------------
+
+
+def multinode_groups():
+    """(name, members, variables) of the multi-node plans tests/unit/test_resolve_multinode.py makes, on a
+    driver every pin set accepts: the question here is the launch flags, not the driver floor."""
+    from tests.unit.test_resolve_multinode import h100_pair, pro6000_pair
+
+    def any_driver(members):
+        return [replace(m, facts=replace(m.facts, driver=Driver("580.95.05", "13.0"))) for m in members]
+
+    return [("2x8 H100 DeepSeek-R1 tensor", any_driver(h100_pair()), {}),
+            ("2x4 RTX PRO 6000 MiMo-V2-Flash tensor", any_driver(pro6000_pair()), {}),
+            ("2x4 RTX PRO 6000 MiMo-V2-Flash pipeline", any_driver(pro6000_pair()), {"multinode_parallel": "pipeline"}),
+            ("2x8 H100 DeepSeek-R1 pipeline, port 5000", any_driver(h100_pair()),
+             {"multinode_parallel": "pipeline", "dist_init_port": 5000})]
+
+
+def arg_problems(args: tuple[str, ...], options: dict[str, Option], version: str, where: str) -> list[str]:
+    out = []
+    for u in pairs(args, where):
+        opt = options.get(u.flag)
+        if opt is None:
+            out.append(f"{where}: {u.flag} does not exist in sglang {version}")
+        elif u.value is None and opt.takes_value:
+            out.append(f"{where}: {u.flag} is given alone, but sglang {version} wants a value ({opt.where})")
+        elif u.value is not None and not opt.takes_value:
+            out.append(f"{where}: {u.flag} {u.value}: the flag takes no value in sglang {version}")
+        elif u.value is not None and opt.choices is not None and u.value not in opt.choices:
+            out.append(f"{where}: {u.flag} {u.value} is not among {sorted(opt.choices)} ({opt.where})")
+        elif u.value is not None and opt.kind in ("int", "float"):
+            try:
+                {"int": int, "float": float}[opt.kind](u.value)
+            except ValueError:
+                out.append(f"{where}: {u.flag} {u.value}: sglang {version} wants an {opt.kind} ({opt.where})")
+    return out
+
+
+@pytest.mark.parametrize("p", SGLANG, ids=[p.id for p in SGLANG])
+def test_every_flag_and_value_of_a_multi_node_plan_exists_in_the_pinsets_wheel(p: Pinset, capsys):
+    """Every node's whole command line: --nnodes, --node-rank, --dist-init-addr, --pp-size and the rest."""
+    from gpunode.resolve.multinode import resolve_group
+
+    options = options_of(p.version, p.python_max, p.glibc_min or "2.17")
+    problems: list[str] = []
+    checked, refused = 0, []
+    for name, members, variables in multinode_groups():
+        try:
+            plans = resolve_group(members, {"pinset": p.id, **variables})
+        except ResolveError as exc:
+            refused.append(f"{name}: {exc.message[:160]}")
+            continue
+        for plan in plans:
+            assert "--nnodes" in plan.servers[0].args, f"{name}: {plan.target} is not a multi-node plan"
+            checked += 1
+            problems += arg_problems(plan.servers[0].args, options, p.version, f"{name} {plan.target}")
+    with capsys.disabled():
+        print(f"\n[wheel-multinode] {p.id}: {checked} node command lines checked; refused: {refused or 'none'}")
+    assert checked, f"no multi-node plan resolved for {p.id}: {refused}"
+    assert not problems, f"pin set {p.id} (sglang {p.version}):\n  " + "\n  ".join(problems)
+
+
+def test_the_multi_node_check_can_fail():
+    p = SGLANG[-1]
+    options = options_of(p.version, p.python_max, p.glibc_min or "2.17")
+    text = "\n".join(arg_problems(("--nnodes", "two", "--node-rank", "--pp-size", "2", "--dist-init-adr", "h:1"),
+                                  options, p.version, "this test"))
+    assert "--nnodes two" in text and "wants an int" in text
+    assert "--node-rank is given alone" in text and "--dist-init-adr does not exist" in text
