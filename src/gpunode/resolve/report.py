@@ -57,8 +57,9 @@ def _blockers(exc: GpunodeError) -> list[dict[str, Any]]:
         return [{"check": b.check, "pinset": b.pinset, "text": b.text, "have": b.have, "need": b.need,
                  "unblock": b.unblock} for b in found]
     # a rule that holds whatever the pin set (the model does not fit, a bad variable, an unreadable file)
-    kind = {"ResolveError": "rule", "InventoryError": "inventory", "FactError": "facts"}.get(type(exc).__name__,
-                                                                                           "error")
+    # by the class's kind, so that a ResolveError subclass (topology.DoesNotFit) is a rule too
+    kind = next((k for cls, k in (("ResolveError", "rule"), ("InventoryError", "inventory"), ("FactError", "facts"))
+                 if cls in {c.__name__ for c in type(exc).__mro__}), "error")
     return [{"check": kind, "pinset": None, "text": exc.message, "have": "", "need": "", "unblock": exc.hint}]
 
 
