@@ -44,7 +44,8 @@ def resolve_group(members: Sequence[Member], variables: dict[str, Any] | None = 
     names = [m.facts.target for m in members]
     if len(members) < 2:
         raise ResolveError(f"multinode: true needs at least two targets in the group; it has {names}",
-                           hint="add the other nodes to the group, or drop multinode")
+                           hint="provision the whole group (--group NAME), whose first target is the head; "
+                                "or drop multinode")
     disagree(members)
     try:
         single = resolve(members[0].facts, v, kb)
