@@ -173,3 +173,34 @@ def test_the_judge_rejects_what_sglang_rejects():
     assert v_good.accepted is True, v_good
     assert v_good.resolved["disable_overlap_schedule"] is True
     assert v_flag.accepted is False and "--no-such-flag" in v_flag.error and v_flag.where == "argument parser"
+
+
+@pytest.mark.parametrize("pinset", [p.id for p in SGLANG])
+def test_sglang_accepts_every_nodes_multi_node_command_line(pinset: str, capsys):
+    """The multi-node plans of tests/unit/test_resolve_multinode.py (tensor and pipeline parallel), each
+    node's own command line given to the pin set's prepare_server_args, with that node's GPUs."""
+    from gpunode.resolve.multinode import resolve_group
+    from tests.test_wheel_flags import multinode_groups
+
+    env = env_of(pinset)
+    p = KB.pinset(pinset)
+    cases, refused = [], []
+    for name, members, variables in multinode_groups():
+        try:
+            plans = resolve_group(members, {"pinset": pinset, **variables})
+        except ResolveError as exc:
+            refused.append(f"{name}: {exc.message[:120]}")
+            continue
+        folder = models()[Path(plans[0].model["path"]).name]
+        for m, plan in zip(members, plans, strict=True):
+            s = plan.servers[0]
+            g = m.facts.gpus[0]
+            gpu = Gpu(g.compute_cap, g.name, g.memory_mib or 81559, len(s.gpus), p.torch_cuda or "13.0")
+            cases.append(Case(f"{pinset}/{name}/{plan.target}", s.args, str(folder), gpu))
+    assert cases, f"no multi-node plan resolved for {pinset}: {refused}"
+    verdicts = judge(env, cases)
+    bad = [f"{v.id}: {v.error} [{v.where}]" for v in verdicts if v.accepted is not True]
+    with capsys.disabled():
+        print(f"\n[sglang-judge] {pinset}: {len(cases)} node command lines judged, {len(bad)} rejected; "
+              f"refused by the resolver: {refused or 'none'}")
+    assert not bad, f"sglang {p.version} rejects:\n  " + "\n  ".join(bad)
