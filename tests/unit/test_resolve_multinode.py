@@ -144,7 +144,7 @@ def test_a_node_without_a_route_to_the_head_is_refused_with_what_to_set():
     assert "h100-b" in exc.value.message and "Network is unreachable" in exc.value.message
     assert "nccl_socket_ifname" in exc.value.hint
     plans = resolve_group([a, replace(b, facts=replace(b.facts, network=lost))], {"nccl_socket_ifname": "ib0"})
-    assert plans[1].env["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert plans[1].env["NCCL_SOCKET_IFNAME"] == plans[1].env["GLOO_SOCKET_IFNAME"] == "ib0"
 
 
 def test_one_target_is_no_group():

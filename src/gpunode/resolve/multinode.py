@@ -141,7 +141,7 @@ def _nccl(m: Member, head: str, v: dict[str, Any], ib: list[bool], names: list[s
     warnings: list[str] = []
     given = v.get("nccl_socket_ifname")
     if given:
-        env["NCCL_SOCKET_IFNAME"] = str(given)
+        env["NCCL_SOCKET_IFNAME"] = env["GLOO_SOCKET_IFNAME"] = str(given)
         decisions.append(Decision("NCCL interface", str(given), "set by the inventory (nccl_socket_ifname)", "",
                                   "nccl_socket_ifname", _SOURCE))
     elif net is not None and net.head != head:
