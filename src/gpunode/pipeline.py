@@ -10,6 +10,7 @@ Nothing here prints: progress and events go to callbacks the CLI provides.
 
 from __future__ import annotations
 
+import ipaddress
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -225,6 +226,13 @@ def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callab
     from gpunode.resolve.multinode import Member, resolve_group
 
     head = node_address(pairs[0][0])
+    try:
+        ipaddress.ip_address(head)
+    except ValueError:
+        # `ip route get` and NCCL's interface choice need the address the nodes' network uses
+        raise InventoryError(f"the head {pairs[0][0].name}'s address {head!r} is not an IP address",
+                             target=pairs[0][0].name, hint="set multinode_address: to the head's IP address on "
+                             "the nodes' network (e.g. multinode_address: 10.0.0.1)") from None
     members = []
     for target, transport in pairs:
         v = target_vars(target)

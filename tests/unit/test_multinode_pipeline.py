@@ -73,3 +73,11 @@ def test_a_container_node_needs_its_own_address():
     with pytest.raises(InventoryError, match="multinode_address"):
         pipeline.node_address(ct)
     assert pipeline.node_address(Target(ct.host, ct.container, {"multinode_address": "10.1.0.5"})) == "10.1.0.5"
+
+
+def test_a_head_known_only_by_name_is_refused_before_any_probe():
+    a, b = node("h200-a", "h200-a.lan"), node("h200-b", "192.0.2.3")
+    ta = Replay("h200-a", "route-get-own-address-debian12.txt", "addr-show-debian12.txt")
+    with pytest.raises(InventoryError, match="multinode_address") as exc:
+        pipeline.prepare_group([(a, ta), (b, ta)])
+    assert "'h200-a.lan' is not an IP address" in exc.value.message and ta.sent == ""
