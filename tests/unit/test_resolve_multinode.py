@@ -196,3 +196,11 @@ def test_the_rendered_units_pass_systemd_analyze_verify(tmp_path):
         complaints = [x for x in lines if "control.service" not in x and "is not executable" not in x
                       and "No such file or directory" not in x and "has fatal error" not in x]
         assert complaints == [], f"{m.facts.target}: " + "\n".join(lines)
+
+
+def test_infiniband_on_one_node_only_is_not_used_and_the_warning_names_the_node_without():
+    a, b = h100_pair()
+    plain = replace(b, facts=replace(b.facts, network=peer_net(None)))
+    head, peer = resolve_group([a, plain])
+    assert "NCCL_IB_HCA" not in head.env and "NCCL_IB_HCA" not in peer.env
+    assert any("no InfiniBand/RoCE port up on h100-b" in w for w in head.warnings), head.warnings
