@@ -19,7 +19,7 @@ from gpunode.errors import CommandError, StepError
 from gpunode.report import HumanReport
 from gpunode.steps.apt import _INSTALL as _APT_INSTALL
 from gpunode.steps.apt import Packages
-from gpunode.steps.base import Command, Probe
+from gpunode.steps.base import Command, NoChange, Probe
 from gpunode.steps.cuda import _APPLY as _LIBCUDA_APPLY
 from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import _DIR_APPLY, _LINK_APPLY, Directory, File, Symlink
@@ -58,8 +58,26 @@ def test_the_shown_line_runs_as_it_reads_and_keeps_content_and_secret_hashes_out
     assert shlex.split(plain.split("  # stdin")[0]) == list(write_argv(str(tmp_path / "a b.conf"), 0o644, None,
                                                                        File("/", "x=1\n").sha256))
     secret = File("/etc/gpunode/cpu0.secrets.env", "VLLM_API_KEY=s3cret\n", mode=0o600, sensitive=True)
-    shown = secret.commands()[0].shown()
-    assert secret.sha256 not in shown and "s3cret" not in shown and shown.split("  #")[0].endswith("<hidden>")
+    write = secret.commands()[0]
+    shown = write.shown()
+    assert secret.sha256 not in shown and "s3cret" not in shown and shown.split("  #")[0].endswith(" -")
+    # neither argv on the target (ps) nor the probe's carries the secret's hash or its size
+    for argv in (write.argv, tuple(secret.probe())):
+        assert not any(secret.sha256 in w or w == str(len(secret.data)) for w in argv), argv
+
+
+def test_a_secret_is_written_with_its_hash_on_stdin_and_a_cut_stream_is_refused(tmp_path):
+    target = LocalTransport()
+    path = tmp_path / "cpu0.secrets.env"
+    secret = File(str(path), "VLLM_API_KEY=s3cret-value\n", mode=0o600, sensitive=True)
+    secret.apply(target)
+    assert path.read_bytes() == secret.data and stat.S_IMODE(path.stat().st_mode) == 0o600
+    write = secret.commands()[0]
+    cut = target.run(list(write.argv), stdin=(write.stdin or b"")[:-4])
+    assert cut.exit_code != 0 and "not the content sent" in cut.stderr and secret.sha256 not in cut.stderr
+    assert path.read_bytes() == secret.data and [p.name for p in tmp_path.iterdir()] == [path.name]
+    assert secret.check(Probe(0, target.run(secret.probe()).stdout)) == NoChange(
+        f"{path} already has the desired content, mode 0600")
 
 
 def test_the_default_apply_runs_the_commands(tmp_path):

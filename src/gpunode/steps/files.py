@@ -19,7 +19,7 @@ from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.steps.render import render
-from gpunode.transport.base import Transport, write_argv
+from gpunode.transport.base import SHA_ON_STDIN, Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
 
@@ -152,18 +152,23 @@ class File(Step):
         return hashlib.sha256(self.data).hexdigest()
 
     def probe(self) -> list[str]:
-        # A sensitive file's old content (an old key) never crosses the wire: it is not shown.
-        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, "0" if self.sensitive else str(DIFF_LIMIT),
-                str(len(self.data))]
+        # A sensitive file's old content (an old key) never crosses the wire: it is not shown. Nor
+        # does its hash go into argv (a short key can be found from it): "-" matches no hash, and
+        # the comparison is made here, on the hash the probe prints.
+        if self.sensitive:
+            return ["sh", "-c", _FILE_PROBE, "sh", self.path, SHA_ON_STDIN, "0", "0"]
+        return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, str(DIFF_LIMIT), str(len(self.data))]
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:
             raise _probe_failed(self.path, probe)
         first, _, rest = probe.output.partition("\n")
         kind, _, detail = first.partition(" ")
-        desc = f"sha256 {short(self.sha256)}, mode {self.mode:04o}"
+        # a secret's size and hash prefix would go into the journal, which any user can read
+        desc = f"mode {self.mode:04o}" if self.sensitive else f"sha256 {short(self.sha256)}, mode {self.mode:04o}"
         if kind == "missing":
-            return Change(f"create {self.path} ({len(self.data)} bytes, {desc})", self._diff("", None))
+            size = "secret" if self.sensitive else f"{len(self.data)} bytes"
+            return Change(f"create {self.path} ({size}, {desc})", self._diff("", None))
         if kind == "link":
             return Change(f"replace the symlink {self.path} → {detail} with a file ({desc})")
         if kind == "other":
@@ -174,7 +179,7 @@ class File(Step):
         todo = []
         diff = ""
         if sha != self.sha256:
-            todo.append(f"content sha256 {short(sha)} → {short(self.sha256)}")
+            todo.append("secret content" if self.sensitive else f"content sha256 {short(sha)} → {short(self.sha256)}")
             diff = self._diff(old, int(size))
         if int(mode, 8) != self.mode:
             todo.append(f"mode {int(mode, 8):04o} → {self.mode:04o}")
@@ -183,8 +188,8 @@ class File(Step):
         if todo:
             return Change(f"update {self.path}: " + ", ".join(todo), diff)
         owned = f", owner {user}:{group}" if self.owner else ""
-        return NoChange(f"{self.path} already has the desired content (sha256 {short(sha)}), "
-                        f"mode {self.mode:04o}{owned}")
+        said = "" if self.sensitive else f" (sha256 {short(sha)})"
+        return NoChange(f"{self.path} already has the desired content{said}, mode {self.mode:04o}{owned}")
 
     def _diff(self, old: str, old_size: int | None) -> str:
         if self.sensitive:
@@ -199,16 +204,22 @@ class File(Step):
             return f"(diff of {self.path} omitted: binary content)\n"
         return text_diff(old, new, self.path)
 
+    def _sent(self) -> tuple[bytes, str]:
+        """What goes to the write's stdin, and its sha256 argument: a secret's hash travels on
+        stdin, ahead of the content (`ps` on the target shows argv)."""
+        if self.sensitive:
+            return f"{self.sha256}\n".encode() + self.data, SHA_ON_STDIN
+        return self.data, self.sha256
+
     def commands(self) -> list[Command]:
-        argv = write_argv(self.path, self.mode, self.owner, self.sha256)
-        # The sha256 travels in argv (ps on the target sees it): hidden where the content is a secret.
-        return [Command(tuple(argv), f"writing {self.path}", stdin=self.data,
-                        hidden=(len(argv) - 1,) if self.sensitive else ())]
+        data, sha = self._sent()
+        return [Command(tuple(write_argv(self.path, self.mode, self.owner, sha)), f"writing {self.path}", stdin=data)]
 
     def apply(self, target: Transport) -> None:
         # Through the transport's own primitive, whose default runs exactly commands(): a transport
         # may write files its own way (the lab's cut-mid-upload test hooks in there).
-        target.write_file(self.path, self.data, mode=self.mode, owner=self.owner, sha256=self.sha256)
+        data, sha = self._sent()
+        target.write_file(self.path, data, mode=self.mode, owner=self.owner, sha256=sha)
 
 
 @dataclass
