@@ -101,6 +101,29 @@ def redact(text: str) -> str:
     return text
 
 
+# Engines print their arguments at start-up (SGLang: "server_args=ServerArgs(..., api_key='k', ...)";
+# vLLM: "non-default args: {'api_key': ['k'], ...}"), and a journal outlives the inventory that
+# registered the key: lines read back from a target are masked by shape as well as by value.
+_ASSIGNED = re.compile(r"""(\b[\w-]*(?:api[_-]?key|token|secret|password|passwd)['"]?\s*[=:]\s*\[?\s*)(['"]?)"""
+                       r"""([^\s'",)\]}]+)(\2)""", re.I)
+_FLAG = re.compile(r"(--(?:admin-)?api-key(?:=|\s+))(['\"]?)([^\s'\"]+)(\2)")
+_NOT_A_VALUE = {"none", "null", "false", "true", "0", ""}
+
+
+def _mask_match(m: re.Match[str]) -> str:
+    value = m.group(3)
+    # counters ("#token: 2345" in SGLang's decode lines) and words shorter than a key are not secrets
+    if value.lower() in _NOT_A_VALUE or value == MASK or len(value) < MIN_LENGTH or value.replace(".", "").isdigit():
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{MASK}{m.group(4)}"
+
+
+def redact_log(text: str) -> str:
+    """Lines a target wrote (journalctl): registered secrets, and any value given to a
+    secret-looking name or to --api-key."""
+    return _FLAG.sub(_mask_match, _ASSIGNED.sub(_mask_match, redact(text)))
+
+
 def redact_data(data: Any, text: Callable[[str], str] = redact) -> Any:
     """A copy of a JSON-like structure with `text` (the registry's redact) applied to every
     string, and every value under a secret-looking key (HF_TOKEN, api_key) masked whole;

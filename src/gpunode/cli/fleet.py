@@ -94,6 +94,7 @@ def logs(c, host=None, ct=None, group=None, inventory=None, server=None, router=
     from gpunode.cli.session import Session
     from gpunode.errors import InventoryError
     from gpunode.fleet import logs as fleetlogs
+    from gpunode.secrets import redact_log
 
     unit = fleetlogs.unit_for(server, router)
     count = parse_int(100 if lines is None else lines, "--lines", 1, 1_000_000, "e.g. --lines 200")
@@ -107,7 +108,11 @@ def logs(c, host=None, ct=None, group=None, inventory=None, server=None, router=
             if len(targets) > 1:
                 say(f"==> {target.name} <==")
             out = _Through(sys.stdout.buffer) if follow else None
-            result = transport.run(argv, sink=out, timeout=None if follow else 120)
+            try:
+                result = transport.run(argv, sink=out, timeout=None if follow else 120)
+            finally:
+                if out is not None:
+                    out.flush()
             text = result.stdout
             if result.exit_code == 3 and text.startswith("@@nounit"):
                 raise fleetlogs.missing(unit, target.name, text)
@@ -115,21 +120,34 @@ def logs(c, host=None, ct=None, group=None, inventory=None, server=None, router=
                 raise InventoryError(f"journalctl failed on {target.name}: {(result.stderr or text).strip()[:300]}",
                                      target=target.name, hint='check --since (e.g. --since "1 hour ago")')
             if not follow and text:
-                say(text)
+                say(redact_log(text))
 
 
 class _Through:
-    """A sink that writes what the target prints at once (for --follow)."""
+    """A sink that writes what the target prints as each line ends (for --follow), masked: a
+    line is the unit redaction works on, so a key split over two reads is still found."""
 
     def __init__(self, out) -> None:
         self.out = out
+        self.rest = b""
 
     def write(self, data: bytes) -> int:
-        self.out.write(data)
-        self.out.flush()
+        from gpunode.secrets import redact_log
+
+        lines = (self.rest + data).split(b"\n")
+        self.rest = lines.pop()
+        if lines:
+            text = b"\n".join(lines).decode("utf-8", "replace") + "\n"
+            self.out.write(redact_log(text).encode())
+            self.out.flush()
         return len(data)
 
     def flush(self) -> None:
+        from gpunode.secrets import redact_log
+
+        if self.rest:
+            self.out.write(redact_log(self.rest.decode("utf-8", "replace")).encode())
+            self.rest = b""
         self.out.flush()
 
 
@@ -142,6 +160,7 @@ def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=
     from gpunode.engine import DEFAULT_STATE_DIR
     from gpunode.engine.journal import read
     from gpunode.fleet import render
+    from gpunode.secrets import redact_log
 
     keep = parse_int(last, "--last", 1, 100_000, "e.g. --last 5") if last is not None else None
     targets = targets_of(inventory, host, ct, group, set_, limit)
@@ -153,10 +172,13 @@ def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=
                 records = [r for r in records if r["run"] == run]
             if keep:
                 records = records[-keep:]
+            # the journal is written redacted; what reads it back masks too, for runs of older versions
             if json:
-                say(jsonlib.dumps({"type": "history", "target": target.name, "runs": records, "notes": notes}))
+                say(redact_log(jsonlib.dumps({"type": "history", "target": target.name, "runs": records,
+                                              "notes": notes})))
                 continue
-            say("\n".join([*render.history_lines(target.name, records, verbose), *[f"  note: {n}" for n in notes]]))
+            say(redact_log("\n".join([*render.history_lines(target.name, records, verbose),
+                                       *[f"  note: {n}" for n in notes]])))
 
 
 ns = [status, logs, history]
