@@ -157,3 +157,57 @@ def test_large_files_copied_by_two_workers_add_up_in_one_progress(tmp_path):
     assert done == sorted(done) and len(done) > 2 and done[-1] == sum(len(v) for v in data.values()), out
     assert _real_files(dest) == data
     assert (dest / ".gpunode-manifest").read_text().count("\n") == 3
+
+
+def _seen(folder: Path) -> list[str]:
+    """Every file and folder under `folder` as `find` lists it: what a user or a server looking there finds."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_a_cut_while_a_shard_is_copied_leaves_only_model_files_in_the_model_folder(tmp_path):
+    """The lab's cut (tests/lab/test_provision_cpu.py, test_7): small files staged, a shard's chunk
+    copied, the session gone. The model folder then holds the staged files, the shard's part file
+    and the script's own .gpunode-* files, no folder of the script's; the re-run leaves no folder
+    of its own beside it either."""
+    t = LocalTransport()
+    shm = tmp_path / "shm"
+    src, dest = tmp_path / "src", shm / "m"
+    big = "model-00001-of-00001.safetensors"
+    data = _write(src, {big: 80 * MIB, "config.json": 300, "tok/tokenizer.json": 5000})
+
+    assert _cut_at(t, 8 * MIB, src, dest).exit_code != 0
+    seen = _seen(dest)
+    assert big + ".gpunode-part" in seen, seen
+    assert [name for name in seen if name.split("/")[-1].startswith(".gpunode-")
+            and not (dest / name).is_file()] == [], seen
+    assert {name for name in seen if not name.split("/")[-1].startswith(".gpunode-")} \
+        == {"config.json", "tok", "tok/tokenizer.json", big + ".gpunode-part"}, seen
+    assert sorted(p.name for p in shm.iterdir()) == [".gpunode-work.m", "m"]
+
+    step = StagedWeights(source=str(src), dest=str(dest), script=SCRIPT)
+    assert isinstance(_check(step, t), Change)
+    step.apply(t)
+    assert _real_files(dest) == data
+    assert [name for name in _seen(dest) if name.split("/")[-1].startswith(".gpunode-")] \
+        == [".gpunode-manifest", ".gpunode-progress"]
+    assert sorted(p.name for p in shm.iterdir()) == ["m"]
+    assert isinstance(_check(step, t), NoChange)
+
+
+def test_a_rerun_with_nothing_left_to_copy_removes_a_cut_runs_work_folder(tmp_path):
+    """A run cut after its last rename left its work folder beside the copy (or, from the script
+    before it moved there, inside it); the next run copies nothing and removes both."""
+    t = LocalTransport()
+    shm = tmp_path / "shm"
+    src, dest = tmp_path / "src", shm / "m"
+    data = _write(src, {"config.json": 300, "tok/tokenizer.json": 5000})
+    step = StagedWeights(source=str(src), dest=str(dest), script=SCRIPT)
+    step.apply(t)
+    _write(shm / ".gpunode-work.m", {"new/config.json": 300, "group-0": 10})
+    _write(dest / ".gpunode-work", {"new/tok/tokenizer.json": 5000})
+
+    out = t.run(["sh", SCRIPT, str(src), str(dest)], check=True).stdout
+    assert out.splitlines() == ["@@total 5300", "@@progress 5300 5300", "@@done 5300"]  # nothing copied
+    assert sorted(p.name for p in shm.iterdir()) == ["m"]
+    assert _seen(dest) == [".gpunode-manifest", ".gpunode-progress", "config.json", "tok", "tok/tokenizer.json"]
+    assert _real_files(dest) == data

@@ -8,7 +8,13 @@
 #
 # What a re-run, the step's probe and the servers' boot unit rely on:
 # - DEST never holds a half-written file under its real name: a file is written as
-#   NAME.gpunode-part or under DEST/.gpunode-work/ and renamed into place when complete.
+#   NAME.gpunode-part or under the work folder and renamed into place when complete.
+# - The work folder is .gpunode-work.NAME beside DEST (NAME: DEST's last part), not in
+#   it: a cut leaves in DEST only the model's files, part files and .gpunode-* files,
+#   which is what the servers, the step's probe and a user listing DEST see. The next
+#   run removes it, whether it copies or not. Only where DEST is a file system of its
+#   own (a mount point) is it DEST/.gpunode-work: a rename across file systems copies,
+#   and a cut mid-copy would leave a half file under its real name.
 # - Finished files are recorded in DEST/.gpunode-progress (name, size, mtime) and not
 #   copied again; an interrupted large file resumes from the last whole 4 MiB block
 #   of its part file.
@@ -33,18 +39,21 @@ verify=${3:-}
 # Absolute, since the copy runs from inside each folder.
 case $src in /*) ;; *) src=$PWD/$src ;; esac
 case $dest in /*) ;; *) dest=$PWD/$dest ;; esac
+while :; do case $dest in ?*/) dest=${dest%/} ;; *) break ;; esac; done
 bs=4194304
 chunk_blocks=64
 small=67108864
 group=268435456
 tab=$(printf '\t')
-work=$dest/.gpunode-work
-new=$work/new
 have=$dest/.gpunode-have.tmp
 plan=$dest/.gpunode-plan.tmp
 
 [ -d "$src" ] || { echo "stage-weights: source $src is not a folder" >&2; exit 2; }
 [ -d "$dest" ] || mkdir -p "$dest"
+parent=${dest%/*}
+parent=${parent:-/}
+beside=$parent/.gpunode-work.${dest##*/}
+inside=$dest/.gpunode-work
 : >> "$dest/.gpunode-progress"
 # -L: a link in the source (a Hugging Face cache snapshot is made of them) is copied as its file.
 list_source() { (cd "$src" && find -L . -type f ! -name '.gpunode-*' -printf '%P\t%s\t%T@\n'); }
@@ -161,7 +170,11 @@ copy_all() {
 }
 
 if [ "$groups" -gt 0 ] || [ "$large" -gt 0 ]; then
-  [ ! -e "$work" ] || rm -rf "$work"
+  work=$beside
+  set -- $(stat -c %d "$dest" "$parent")
+  [ "$1" = "$2" ] || work=$inside
+  new=$work/new
+  rm -rf "$beside" "$inside"
   mkdir -p "$new"
   # Workers: half the cores, 1 to 4. The copy is memory-bound work in the kernel: on 2 busy
   # cores a second worker made it slower (docs/bench.md), and a few saturate a big node.
@@ -187,6 +200,7 @@ if [ "$groups" -gt 0 ] || [ "$large" -gt 0 ]; then
       END { exit rc }'
   sync -f "$dest" 2>/dev/null || true
 fi
-rm -rf "$work" "$have" "$plan"
+# A cut run's work folder goes too, when this run had nothing left to copy.
+rm -rf "$beside" "$inside" "$have" "$plan"
 mv -f "$dest/.gpunode-listing.tmp" "$dest/.gpunode-manifest"
 echo "@@done $total"
