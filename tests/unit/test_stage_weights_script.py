@@ -206,8 +206,11 @@ def test_a_rerun_with_nothing_left_to_copy_removes_a_cut_runs_work_folder(tmp_pa
     _write(shm / ".gpunode-work.m", {"new/config.json": 300, "group-0": 10})
     _write(dest / ".gpunode-work", {"new/tok/tokenizer.json": 5000})
 
+    plan = _check(step, t)  # the copy is whole, but a run was cut before its end
+    assert isinstance(plan, Change) and "a cut run's work folder is left" in plan.summary, plan
     out = t.run(["sh", SCRIPT, str(src), str(dest)], check=True).stdout
     assert out.splitlines() == ["@@total 5300", "@@progress 5300 5300", "@@done 5300"]  # nothing copied
     assert sorted(p.name for p in shm.iterdir()) == ["m"]
     assert _seen(dest) == [".gpunode-manifest", ".gpunode-progress", "config.json", "tok", "tok/tokenizer.json"]
     assert _real_files(dest) == data
+    assert isinstance(_check(step, t), NoChange)

@@ -24,12 +24,15 @@ STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 # memory bound comes from the facts (System.memory_bound), read in the same round trip.
 # -L: links in the source are the files they point to, as the facts' listing and the servers see
 # them (a Hugging Face cache snapshot is a folder of links into blobs/); the copy holds files.
+# @@work: the script's work folder is beside the copy, so a run was cut after its last rename and
+# before its end; the copy is not called staged until a run has removed it.
 _HEAD = r"""
 gn_src=$1 gn_dest=$2
 echo "@@section found"
 if [ ! -d "$gn_src" ]; then echo "@@missing"
 elif [ -d "$gn_dest" ]; then find -L "$gn_src" "$gn_dest" -type f -printf '%H\t%P\t%s\t%T@\n'
 else find -L "$gn_src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
+[ ! -d "${gn_dest%/*}/.gpunode-work.${gn_dest##*/}" ] || echo "@@work"
 echo "@@section manifest"
 """
 _TAIL = r"""echo "@@section space"
@@ -130,7 +133,8 @@ class StagedWeights(Step):
         total = sum(int(f[1]) for f in files)
         staged = {r[1]: r[2] for r in rows if r[0] == self.dest}
         left = f"; {len(skip)} other copies of the weights left out" if skip else ""
-        if s.get("manifest", []) == source and all(staged.get(f[0]) == f[1] for f in files):
+        cut = "@@work" in found
+        if not cut and s.get("manifest", []) == source and all(staged.get(f[0]) == f[1] for f in files):
             return NoChange(f"{len(files)} files ({human(total)}) already staged in {self.dest}, "
                             f"sizes match the source manifest{left}")
         done = sum(int(f[1]) for f in files if staged.get(f[0]) == f[1])
@@ -138,7 +142,9 @@ class StagedWeights(Step):
         need = total - done - partial
         self._preflight(s, total, need)
         resume = f"; resuming, {human(done + partial)} already there" if done + partial else ""
-        return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}{resume}{left}")
+        work = "; a cut run's work folder is left beside it" if cut else ""
+        return Change(f"stage {len(files)} files ({human(total)}) from {self.source} into {self.dest}"
+                      f"{resume}{work}{left}")
 
     def _preflight(self, s: dict[str, list[str]], total: int, need: int) -> None:
         if self.space is not None:
