@@ -9,6 +9,7 @@ import os
 from importlib.resources import files
 from pathlib import Path
 
+from gpunode.fleet import teardown
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.weights import StagedWeights
 from gpunode.transport import LocalTransport
@@ -214,3 +215,20 @@ def test_a_rerun_with_nothing_left_to_copy_removes_a_cut_runs_work_folder(tmp_pa
     assert _seen(dest) == [".gpunode-manifest", ".gpunode-progress", "config.json", "tok", "tok/tokenizer.json"]
     assert _real_files(dest) == data
     assert isinstance(_check(step, t), NoChange)
+
+
+def test_teardown_lists_a_cut_staging_and_its_work_folder_with_the_staged_model(tmp_path):
+    """`inv teardown` frees what a cut staging left in /dev/shm (its model folder has no manifest yet,
+    its work folder is beside it), not only the staged folders; a folder gpunode did not stage stays."""
+    t = LocalTransport()
+    shm = tmp_path / "shm"
+    src = tmp_path / "src"
+    _write(src, {"model.safetensors": 80 * MIB, "config.json": 300})
+    _write(shm / "not-ours", {"config.json": 300})
+    t.run(["sh", SCRIPT, str(src), str(shm / "m")], check=True)
+    assert _cut_at(t, 8 * MIB, src, shm / "cut").exit_code != 0
+    assert (shm / ".gpunode-work.cut").is_dir()
+
+    listed = teardown.plan(t, str(shm), str(tmp_path / "state"), purge=False)
+    assert sorted(p for _, p in listed.staged) == [str(shm / ".gpunode-work.cut"), str(shm / "cut"),
+                                                            str(shm / "m")]

@@ -4,9 +4,11 @@ What goes: the gpunode-* units (stopped and disabled first), /etc/gpunode (env a
 files), the venvs and the tools venv under /opt/gpunode, /usr/local/lib/gpunode, the JIT
 cache /var/cache/gpunode, the demo role's files, the /usr/local/bin/uv link into the tools
 venv, and staged weights: folders under weights_dest_root (/dev/shm) that hold gpunode's
-staging manifest (.gpunode-manifest), so a model folder gpunode did not stage is never
-touched. The journal and lock in /var/lib/gpunode stay unless --purge. apt packages stay
-(other software may use them).
+staging manifest or progress file (.gpunode-manifest, .gpunode-progress: a staging cut
+before its end has only the latter), so a model folder gpunode did not stage is never
+touched, and the work folders of cut staging runs beside them (.gpunode-work.NAME). The
+journal and lock in /var/lib/gpunode stay unless --purge. apt packages stay (other software
+may use them).
 
 Two round trips: `plan()` lists what exists (that is all --check does), `apply()` removes
 exactly that list under the target's lock.
@@ -36,7 +38,11 @@ if [ -L /usr/local/bin/uv ]; then
 fi
 echo "@@section staged"
 for d in "$root"/*/; do
-  d=${d%/}; [ -f "$d/.gpunode-manifest" ] && echo "$(size "$d") $d"
+  d=${d%/}; { [ -f "$d/.gpunode-manifest" ] || [ -f "$d/.gpunode-progress" ]; } && echo "$(size "$d") $d"
+done
+# A staging run cut before its end leaves its work folder beside the model's (stage-weights.sh).
+for d in "$root"/.gpunode-work.*/; do
+  d=${d%/}; [ -d "$d" ] && echo "$(size "$d") $d"
 done
 echo "@@section state"
 [ "$purge" = 1 ] && [ -d "$state" ] && echo "$(size "$state") $state"
