@@ -112,10 +112,11 @@ class Attached:
 class FreshContainer(Attached):
     """A new LXC container of the lab (not one of 200-202): created, started, removed by close()."""
 
-    def __init__(self, vmid: int, memory_mb: int, hostname: str):
+    def __init__(self, vmid: int, memory_mb: int, hostname: str, address: str = ""):
         super().__init__(vmid)
         cores = max(1, min(2, os.cpu_count() or 1))
-        self.ct = containers.Container(vmid, "cpu", hostname, memory_mb, True, cores, 0, containers.SHARES)
+        self.ct = containers.Container(vmid, "cpu", hostname, memory_mb, True, cores, 0, containers.SHARES,
+                                       address)
 
     def start(self) -> FreshContainer:
         containers.remove(self.ct)

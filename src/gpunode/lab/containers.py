@@ -3,9 +3,10 @@
 One description per container (`Container`) renders both files, so that what `pct config`
 shows and what LXC runs cannot drift apart:
 
-- /var/lib/gpunode-lab/lxc/<vmid>/config: the real LXC config (no network device, systemd as
-  PID 1, memory limit like PVE's `memory:` on PVE's cgroup layout, read-only bind mounts like
-  PVE mount points);
+- /var/lib/gpunode-lab/lxc/<vmid>/config: the real LXC config (no network device, or with
+  `address` one veth on the lab's own bridge (LAB_BRIDGE, no route out); systemd as PID 1,
+  memory limit like PVE's `memory:` on PVE's cgroup layout, read-only bind mounts like PVE
+  mount points);
 - /var/lib/gpunode-lab/pve/nodes/lab/lxc/<vmid>.conf: what Proxmox would hold for it.
 """
 
@@ -41,6 +42,9 @@ class Container:
     cores: int = 2
     gpus: int = 0
     mounts: tuple[Mount, ...] = field(default=())
+    #: an address on the lab's bridge (LAB_NET), for containers that talk to each other (a fleet);
+    #: "" keeps the container on loopback only, as 200-202 are
+    address: str = ""
 
     @property
     def name(self) -> str:
@@ -53,6 +57,16 @@ class Container:
     @property
     def pve_conf(self) -> Path:
         return paths.PVE_LXC / f"{self.vmid}.conf"
+
+
+# The lab's own network: a host bridge with no address of its own, no NAT and no route out, so
+# containers on it reach each other and nothing else (the fleet tests, docs/fleet.md).
+LAB_BRIDGE = "gnlab0"
+LAB_NET = "10.231.0"  # containers get LAB_NET.<n>/24
+
+
+def lab_address(n: int) -> str:
+    return f"{LAB_NET}.{n}"
 
 
 SHARES = (
@@ -191,6 +205,21 @@ def _apparmor() -> list[str]:
     return ["lxc.apparmor.profile = generated", "lxc.apparmor.allow_nesting = 1"]
 
 
+def _network(ct: Container) -> list[str]:
+    if not ct.address:
+        return ["# no network device: loopback only, no bridge, no route out", "lxc.net.0.type = empty"]
+    return [f"# one veth on the lab's bridge {LAB_BRIDGE}: other lab containers only, no gateway",
+            "lxc.net.0.type = veth", f"lxc.net.0.link = {LAB_BRIDGE}", "lxc.net.0.flags = up",
+            "lxc.net.0.name = eth0", f"lxc.net.0.ipv4.address = {ct.address}/24"]
+
+
+def ensure_bridge() -> None:
+    """The lab's bridge, up, without an address (the host is not on the lab network)."""
+    if not Path(f"/sys/class/net/{LAB_BRIDGE}").exists():
+        host_run(["ip", "link", "add", LAB_BRIDGE, "type", "bridge"], what=f"making the lab bridge {LAB_BRIDGE}")
+    host_run(["ip", "link", "set", LAB_BRIDGE, "up"], what=f"bringing the lab bridge {LAB_BRIDGE} up")
+
+
 def lxc_config(ct: Container, mode: str) -> str:
     lines = [
         "# gpunode lab container, written by gpunode.lab.containers; do not edit.",
@@ -199,8 +228,7 @@ def lxc_config(ct: Container, mode: str) -> str:
         "lxc.arch = amd64",
         f"lxc.uts.name = {ct.hostname}",
         f"lxc.rootfs.path = {_rootfs_path(ct, mode)}",
-        "# no network device: loopback only, no bridge, no route out",
-        "lxc.net.0.type = empty",
+        *_network(ct),
         *_apparmor(),
         "lxc.tty.max = 2",
         "lxc.pty.max = 1024",
@@ -306,6 +334,8 @@ def _guest_files(ct: Container) -> None:
 def start(ct: Container, progress: Progress | None = None, timeout: float = 60) -> None:
     started = time.monotonic()
     _guest_files(ct)
+    if ct.address:
+        ensure_bridge()
     log = paths.RUN / f"lxc-start-{ct.vmid}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.unlink(missing_ok=True)
