@@ -57,7 +57,8 @@ def duration(seconds: float) -> str:
 
 def sentence(eta: dict[str, Any]) -> str:
     m = eta["measurement"]
-    where = "through the router" if m["phase"] == "router" else "to every server at once"
+    where = {"router": "through the router", "fleet": "through the fleet router"}.get(m["phase"],
+                                                                                      "to every server at once")
     return (f"ETA {duration(eta['seconds'])}: {eta['samples']:,} samples x {eta['output_tokens_per_sample']:,.0f} "
             f"output tokens = {eta['total_output_tokens']:,.0f} tokens at {eta['rate_tok_s']:,.0f} tok/s "
             f"(measured {where}, concurrency {m['concurrency']} per server, {m['in_flight']} in flight)")

@@ -71,6 +71,7 @@ class Layout:
     engine: str
     pinset: str
     notes: list[str] = field(default_factory=list)
+    fleet_workers: int = 0  # > 0: `router` is a fleet router with that many servers behind it
 
 
 def layout(plan: Any) -> Layout:
@@ -128,6 +129,10 @@ def steps(spec: Spec, lay: Layout) -> list[tuple[str, int, list[tuple[Endpoint, 
     out = []
     n = len(lay.servers)
     for c in spec.concurrency:
+        if lay.fleet_workers and lay.router is not None:
+            # the same load per server as the servers and router phases: c x every server of the fleet
+            out.append(("fleet", c, [(lay.router, c * lay.fleet_workers, spec.per_server(c) * lay.fleet_workers)]))
+            continue
         if "servers" in spec.phases and lay.servers:
             out.append(("servers", c, [(s, c, spec.per_server(c)) for s in lay.servers]))
         if "router" in spec.phases and lay.router is not None:
@@ -136,8 +141,14 @@ def steps(spec: Spec, lay: Layout) -> list[tuple[str, int, list[tuple[Endpoint, 
 
 
 def bench(target: Transport, plan: Any, spec: Spec, progress: Progress | None = None,
-          on_run: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+          on_run: Callable[[dict[str, Any]], None] | None = None,
+          fleet: tuple[str, int] | None = None) -> dict[str, Any]:
+    """fleet: (the fleet router's URL as `target` reaches it, its number of workers): bench only
+    through it, from `target` (a member: its engine venv runs the client, its model's tokenizer
+    makes the prompts)."""
     lay = layout(plan)
+    if fleet is not None:
+        lay.router, lay.fleet_workers = Endpoint("fleet-router", fleet[0]), fleet[1]
     runs = []
     client: dict[str, Any] = {}
     for phase, c, eps in steps(spec, lay):

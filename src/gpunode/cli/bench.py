@@ -32,6 +32,7 @@ HELP = {
     "json": "print the results document on stdout", "inventory": "inventory folder or file",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
     "limit": "only the targets matching this pattern (Ansible's): kpro*:!kpro6/202; hosts, host/vmid, groups",
+    "fleet": "bench through the fleet router of these targets' fleet (docs/fleet.md), from its first member",
 }
 
 
@@ -61,6 +62,31 @@ def _eta_inputs(job_samples, job_output_tokens, job):
     return samples, float(tokens), source
 
 
+def _fleet_runs(inv, targets, sets, session) -> list:
+    """--fleet: (the member whose engine venv runs the client, (the fleet router's URL, its workers)) per fleet."""
+    from gpunode import pipeline
+    from gpunode.bench.inputs import BenchInputError
+    from gpunode.fleet import endpoint
+    from gpunode.fleet import provision as fleetp
+
+    every = fleetp.every_target(inv, sets)
+    fleets = endpoint.fleets(every)
+    names = sorted({str(t.vars.get("fleet_router") or "") for t in targets} - {""}
+                   | {t.name for t in targets if t.name in fleets})
+    if not names:
+        raise BenchInputError("--fleet: none of these targets is in a fleet (no fleet_router names them)",
+                              hint="set fleet_router: TARGET on the group (docs/fleet.md), or drop --fleet")
+    out = []
+    for name in names:
+        members = [t for t in every if t.name in fleets[name].members and not t.vars.get("fleet_router_only")]
+        workers = sum(len(pipeline.prepare(m, session.transport(m)).plan.servers) for m in members)
+        router = fleetp.router_target(every, fleets[name], members[0])
+        host, port = endpoint.router_listen(router)
+        reach = endpoint.address_of(router) if host in endpoint.WILDCARD else host
+        out.append((members[0], (endpoint.local_url(reach, port), workers)))
+    return out
+
+
 def _save(path: str, doc: dict) -> None:
     durable.write_atomic(Path(path), (jsonlib.dumps(doc, indent=1) + "\n").encode())
 
@@ -68,7 +94,7 @@ def _save(path: str, doc: dict) -> None:
 @task(iterable=["set_"], help=HELP)
 def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, output_len=None, requests=None,
           prompts=None, seed=None, only=None, out=None, compare=None, against=None, plot=None, job_samples=None,
-          job_output_tokens=None, job=None, json=False, inventory=None, set_=None, limit=None):
+          job_output_tokens=None, job=None, json=False, inventory=None, set_=None, limit=None, fleet=False):
     """Serving benchmark: tok/s per server and total, TTFT/latency p50/p90/p99, errors; ETA of a job."""
     from rich.console import Console
 
@@ -107,16 +133,21 @@ def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, o
         inv = load_inventory(inventory)
         targets = select_targets(inv, host, ct, group, parse_sets(set_), limit)
         with Session() as session:
-            for target in targets:
+            runs = _fleet_runs(inv, targets, parse_sets(set_), session) if fleet else \
+                [(t, None) for t in targets]
+            for target, through in runs:
                 transport = session.transport(target)
                 plan = pipeline.prepare(target, transport).plan
                 bar = render.StepBars(console)
                 try:
-                    doc = run_bench(transport, plan, spec, progress=bar, on_run=bar.done)
+                    doc = run_bench(transport, plan, spec, progress=bar, on_run=bar.done, fleet=through)
                 finally:
                     bar.stop()
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
                 name = target.name.replace("/", "-")
+                if through is not None:
+                    doc["fleet"] = {"router": through[0], "workers": through[1], "client_on": target.name}
+                    name = "fleet-" + name
                 path = out if out and len(targets) == 1 else f"gpunode-bench-{name}-{stamp}.json"
                 _save(path, doc)  # at once: an ETA refused below must not lose the measurement
                 doc["_saved"] = path
