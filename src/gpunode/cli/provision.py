@@ -44,12 +44,18 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
     from gpunode.errors import printable
+    from gpunode.fleet import provision as fleet
     from gpunode.report import HumanReport, JsonLines
     from gpunode.secrets import redact
 
     forks = forks_of(forks, 4)
     inv = load_inventory(inventory)
-    targets = select_targets(inv, host, ct, group, parse_sets(set_), limit)
+    sets = parse_sets(set_)
+    targets = select_targets(inv, host, ct, group, sets, limit)
+    every = fleet.every_target(inv, sets) if any(t.vars.get("fleet_router") for t in targets) else []
+    fleet.check_members(targets, every)
+    # A target that only holds a fleet router gets the router's run alone (provision_fleets).
+    targets = [t for t in targets if not t.vars.get("fleet_router_only")]
     check = check or bool(facts) or commands
     console = Console(stderr=True) if json else Console()
     run_id = new_run_id()
@@ -101,6 +107,14 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 recaps = pipeline.provision_live(pairs, check=check, diff=diff or check, emit=sink, forks=forks,
                                                  owner=Owner.current(run_id),
                                                  on_plan=lambda p: show_plan(p.target.name, p.plan))
+                if every and not any(r.failed or r.error for r in recaps):
+                    # The fleet routers: their workers are the servers the targets above now run.
+                    more, notes = fleet.provision_fleets([p for p, _ in pairs], every, session.transport,
+                                                         check=check, diff=diff or check, emit=sink,
+                                                         owner=Owner.current(run_id))
+                    recaps += more
+                    for note in notes:
+                        console.print(f"note: {printable(note)}", markup=False, highlight=False)
         finally:
             if live is not None:
                 live.stop()

@@ -1,0 +1,80 @@
+"""`inv provision` of a fleet: after every target of the run, the fleet router's own run.
+
+Checked before anything changes (check_members): every member has an address the router can
+reach and servers listening on it. Run after the targets (provision_fleets): the workers are
+the members' planned servers, so the router's run needs every member's plan; a run that
+covers only part of a fleet leaves its router alone and says so (a partial list would remove
+the workers of the members left out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gpunode.engine import TargetRecap, run_target
+from gpunode.engine.events import Emit
+from gpunode.engine.lock import Owner
+from gpunode.errors import InventoryError
+from gpunode.fleet import endpoint
+
+
+def every_target(inv: Any, overrides: dict[str, Any]) -> list[Any]:
+    from gpunode import roles
+
+    defaults = roles.defaults()
+    return [inv.target(h, vmid, overrides, defaults) for h, vmid in inv.all_targets()]
+
+
+def router_target(every: list[Any], fleet: endpoint.Fleet, member: Any) -> Any:
+    found = next((t for t in every if t.name == fleet.router), None)
+    if found is None:
+        raise InventoryError(f"fleet_router: {fleet.router} names no target of the inventory", target=member.name,
+                             hint="name a host or host/vmid of the inventory "
+                             f"(at {member.origins.get('fleet_router')})")
+    return found
+
+
+def check_members(targets: Sequence[Any], every: list[Any]) -> None:
+    """Refuse a fleet the router could not reach, before any target changes."""
+    fleets = endpoint.fleets(every)
+    for t in targets:
+        name = str(t.vars.get("fleet_router") or "")
+        if name:
+            endpoint.address_of(router_target(every, fleets[name], t))
+            endpoint.workers(t, _NoServers)
+
+
+class _NoServers:
+    servers: tuple = ()
+
+
+def provision_fleets(planners: Sequence[Any], every: list[Any], transport_of: Callable[[Any], Any], *,
+                     check: bool, diff: bool, emit: Emit, owner: Owner) -> tuple[list[TargetRecap], list[str]]:
+    """The fleet routers of the fleets this run provisioned; (their recaps, notes for the user)."""
+    from gpunode.facts.parse import parse
+    from gpunode.facts.probe import gather
+    from gpunode.fleet import router_role
+
+    planned = {p.target.name: p for p in planners if p.plan is not None}
+    recaps: list[TargetRecap] = []
+    notes: list[str] = []
+    for fleet in endpoint.fleets(every).values():
+        ran = [m for m in fleet.members if m in planned]
+        if not ran:
+            continue
+        left = [m for m in fleet.members if m not in planned]
+        if left:
+            notes.append(f"fleet router on {fleet.router}: left as it is: this run did not provision "
+                         f"{', '.join(left)} (provision the whole fleet to change its workers)")
+            continue
+        router = router_target(every, fleet, planned[ran[0]].target)
+        workers = [w for m in fleet.members for w in endpoint.workers(planned[m].target, planned[m].plan)]
+        engines = {planned[m].plan.engine for m in fleet.members}
+        policy = str(router.vars.get("fleet_router_policy") or ("round_robin" if engines == {"vllm-cpu"}
+                                                                 else "cache_aware"))
+        transport = transport_of(router)
+        facts = planned[router.name].facts if router.name in planned else parse(gather(transport))
+        plans = router_role.build(router, facts, workers, policy)
+        recaps.append(run_target(transport, plans, check=check, diff=diff, emit=emit, owner=owner))
+    return recaps, notes

@@ -1,0 +1,77 @@
+"""The fleet router's own run on its target: RolePlans from its facts and the members' plans.
+
+The steps are the ones gpunode already makes for a target's own router: the base role's
+packages and uv, the router venv as the engine role installs it (same path, same pin and lock,
+so a target that also has its own router shares the venv), the per-target router's unit
+template. What differs is where the workers are (other targets) and how their list changes
+(steps/fleet.FleetWorkers, not a restart).
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from gpunode.engine import RolePlan
+from gpunode.fleet import endpoint
+from gpunode.roles.context import RoleContext
+
+
+def router_plan(kb: Any, facts: Any) -> Any:
+    """The router venv's package, Python and lock for the router's target, from the knowledge base."""
+    from gpunode.resolve import locks, versions
+    from gpunode.resolve.plan import RouterPlan
+    from gpunode.resolve.trail import Trail
+
+    r = kb.routers["sglang-router"]
+    found = [v for v in facts.system.pythons if versions.in_range(v, r.python_min, r.python_max)]
+    default = facts.system.default_python
+    python = versions.major_minor(default if default in found else max(found, key=versions.parse)) if found \
+        else versions.major_minor(r.python_max)
+    lock = locks.planned(kb.pinset(f"router-{r.id}"), facts.system.arch or "x86_64", python, [r.package], Trail(),
+                         "router")
+    return RouterPlan(r.package, "", python, ("", "-m", r.module), "", 0, "", (), lock)
+
+
+def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) -> list[RolePlan]:
+    """router: its inventory Target (role defaults layered in); workers: every member's servers."""
+    from gpunode.resolve import load
+    from gpunode.roles.base.role import build as base_build
+    from gpunode.roles.engine.role import interpreter, locking
+    from gpunode.steps.files import File, Template
+    from gpunode.steps.fleet import FleetWorkers
+    from gpunode.steps.systemd import Service
+    from gpunode.steps.unitfmt import UnitSafe, env_text, exec_line, exec_word, unit_path, unit_text
+    from gpunode.steps.venv import Venv
+
+    v = dict(router.vars)
+    ctx = RoleContext(target=router.name, vars=v, facts=facts, plan=SimpleNamespace(fixes=()),
+                      origins=dict(router.origins))
+    rp = router_plan(load.load(), facts)
+    venv = f"{str(v.get('venv_root') or '/opt/gpunode/venvs').rstrip('/')}/router"
+    wheelhouse = v.get("wheelhouse") or ""
+    source: dict[str, Any] = {"no_index": True, "find_links": [wheelhouse]} if wheelhouse else {}
+    installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
+    module = rp.argv[2]
+    install = [Venv(path=venv, python=interpreter(rp.python), requirements=[rp.package], installer=installer,
+                    label="router venv", verify=[["python", "-c", "import " + module.split(".")[0]]],
+                    **locking(ctx, rp.lock), **source)]
+    host, port = endpoint.router_listen(router)
+    head, tail = endpoint.router_argv(venv, module, host, port, policy)
+    urls = [w.url for w in workers]
+    # The env file is what a (re)start reads; changing it restarts nothing (FleetWorkers adds live).
+    what = "the fleet router's command line"
+    exec_start = f"{exec_line(head, what)} $WORKER_URLS {' '.join(exec_word(a, what) for a in tail)}"
+    files = [File(path=endpoint.ENV_FILE, content=env_text({"HOME": "/root", "WORKER_URLS": " ".join(urls)})),
+             File(path=endpoint.WORKERS_FILE, content=endpoint.workers_text(workers)),
+             Template(path=f"/etc/systemd/system/{endpoint.FLEET_UNIT}", template="servers/router.service.j2",
+                      # no count of workers here: a node that joins must not change (and restart) the unit
+                      vars={"workers": unit_text("a fleet's"), "policy": unit_text(policy, "fleet_router_policy"),
+                            "server_units": unit_text(""), "env_file": unit_path(endpoint.ENV_FILE),
+                            "secrets_file": unit_text(""),
+                            "workdir": unit_path("/var/lib/gpunode"), "exec_start": UnitSafe(exec_start)},
+                      notify=("daemon-reload", f"restart:{endpoint.FLEET_UNIT}"))]
+    return [*base_build(ctx), RolePlan("fleet-router", [*install, *files]),
+            RolePlan("fleet-services", [Service(name=endpoint.FLEET_UNIT, enabled=True, running=True)]),
+            RolePlan("fleet-workers", [FleetWorkers(url=endpoint.local_url(host, port), python=f"{venv}/bin/python",
+                                                    workers=urls, grace_s=int(v.get("servers_ready_grace_s", 300)))])]
