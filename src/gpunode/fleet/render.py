@@ -32,7 +32,7 @@ def unit_line(u: Unit) -> str:
     parts.append(f"restarts {u.restarts}")
     if u.load_now is not None:
         m = u.load_now
-        if u.kind == "router":
+        if u.kind in ("router", "fleet-router"):
             parts.append(f"in flight {_num(m.running)}")
         else:
             parts.append(f"running {_num(m.running)} queued {_num(m.queued)}")
@@ -45,7 +45,9 @@ def status_lines(report: Report) -> list[str]:
     down = report.down()
     servers = sum(1 for u in report.units if u.kind == "server")
     router = any(u.kind == "router" for u in report.units)
+    fleet = any(u.kind == "fleet-router" for u in report.units)
     head = f"{report.target}: {servers} server(s)" + (", router" if router else "")
+    head += ", fleet router" if fleet else ""
     lines = [head + (": all up" if not down else f": {len(down)} down")]
     for u in report.units:
         lines.append("  " + unit_line(u))
@@ -55,6 +57,11 @@ def status_lines(report: Report) -> list[str]:
         shown = ", ".join(f"{w.server or w.url} {'healthy' if w.healthy else 'UNHEALTHY'}"
                           + (f" load {w.load}" if w.load else "") for w in report.workers)
         lines.append(f"  router workers: {shown}")
+    if report.fleet_workers or report.fleet_expected:
+        lines.append(f"  fleet router workers ({len(report.fleet_workers)} of {len(report.fleet_expected)}):")
+        for w in report.fleet_workers:
+            lines.append(f"    {w.server or '?':<24} {w.url:<28} {'healthy' if w.healthy else 'UNHEALTHY'}"
+                         + (f" load {w.load}" if w.load else ""))
     users: dict[int, list[str]] = {}
     for u in report.units:
         for index in u.gpus:

@@ -15,13 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gpunode.fleet import metrics, units
-from gpunode.fleet.gather import ROUTER_UNIT, sections
+from gpunode.fleet.gather import FLEET_UNIT, ROUTER_UNIT, sections
 
 
 @dataclass
 class Unit:
     id: str
-    kind: str                      # "server", "router", "staging", "other"
+    kind: str                      # "server", "router", "fleet-router", "staging", "other"
     name: str                      # "cpu0", "router", "demo"
     active: str                    # ActiveState
     sub: str                       # SubState
@@ -55,7 +55,7 @@ class Unit:
         if self.active != "active":
             return f"{self.active} ({self.sub}" + (f", result {self.result}" if self.result != "success" else "") + ")"
         if self.port is not None and not self.ready:
-            asked = "/readiness" if self.kind == "router" else "/health"
+            asked = "/readiness" if self.kind in ROUTERS else "/health"
             return f"running but {asked} answers {'nothing' if self.health in ('', '000') else 'HTTP ' + self.health}"
         return None
 
@@ -70,9 +70,12 @@ class Unit:
 @dataclass
 class Worker:
     url: str
-    server: str          # the server unit's name at that port, "" when none
+    server: str          # the server unit's name at that port, "" when none; "TARGET SERVER" for a fleet's
     healthy: bool
     load: int | None = None
+
+
+ROUTERS = ("router", "fleet-router")
 
 
 @dataclass
@@ -87,6 +90,8 @@ class Report:
     target: str
     units: list[Unit] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
+    fleet_workers: list[Worker] = field(default_factory=list)  # the fleet router's view, when it runs here
+    fleet_expected: list[Worker] = field(default_factory=list)  # the fleet's servers, as provisioned
     gpus: list[Gpu] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -98,19 +103,35 @@ class Report:
             listed = {w.server for w in self.workers}
             out += [f"router: {u.name} is not one of its workers" for u in self.units
                     if u.kind == "server" and u.port and u.name not in listed and not u.problem()]
-        if not any(u.kind in ("server", "router") for u in self.units):
+        out += self.fleet_down()
+        if not any(u.kind in ("server", *ROUTERS) for u in self.units):
             out.append("no gpunode servers are installed (run inv provision)")
+        return out
+
+    def fleet_down(self) -> list[str]:
+        """A lost worker of the fleet router, named by its target and server; one it does not list."""
+        if not any(u.kind == "fleet-router" for u in self.units):
+            return []
+        listed = {w.url for w in self.fleet_workers}
+        named = {w.url: w.server for w in self.fleet_expected}
+        out = [f"fleet-router: worker {named.get(w.url, w.url)} ({w.url}) unhealthy"
+               for w in self.fleet_workers if not w.healthy]
+        out += [f"fleet-router: {w.server} ({w.url}) is not one of its workers" for w in self.fleet_expected
+                if w.url not in listed]
         return out
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": "status", "target": self.target, "up": not self.down(), "down": self.down(),
                 "units": [u.to_dict() for u in self.units], "workers": [w.__dict__ for w in self.workers],
+                "fleet_workers": [w.__dict__ for w in self.fleet_workers],
                 "gpus": [g.__dict__ for g in self.gpus], "notes": self.notes}
 
 
 def _kind(unit_id: str, argv: list[str]) -> str:
     if unit_id == ROUTER_UNIT:
         return "router"
+    if unit_id == FLEET_UNIT:
+        return "fleet-router"
     if unit_id == "gpunode-stage-weights.service":
         return "staging"
     return "server" if units.flag_value(argv, "--port") else "other"
@@ -138,7 +159,7 @@ def unit_from(props: dict[str, str], now: datetime | None, zone: tuple[str, str]
              pid=int(props.get("MainPID") or 0), restarts=int(props.get("NRestarts") or 0),
              result=props.get("Result", ""), engine=_engine(props.get("Description", "")), pinset=_pinset(argv),
              model=units.flag_value(argv, "--served-model-name") or "")
-    if u.kind == "router":
+    if u.kind in ROUTERS:
         u.pinset = ""
     if u.active == "active":
         u.since = units.parse_stamp(props.get("ActiveEnterTimestamp", ""), *zone)
@@ -198,8 +219,9 @@ def parse(target: str, text: str) -> Report:
     now, zone = None, ("UTC", "+0000")
     by_id: dict[str, Unit] = {}
     samples: dict[str, dict[str, tuple[float, str]]] = {"metrics": {}, "metrics2": {}}
-    workers_text = ""
+    workers_text = fleet_text = ""
     env: list[str] = []
+    fleet_map: list[str] = []
     for name, head, body in secs:
         if name == "clock" and body:
             words = body[0].split()
@@ -215,6 +237,8 @@ def parse(target: str, text: str) -> Report:
             report.gpus = gpu_memory("\n".join(body))
         elif name == "env":
             env = body
+        elif name == "fleetmap":
+            fleet_map = body
         elif not head or head[0] not in by_id:
             continue
         elif name == "port":
@@ -225,6 +249,8 @@ def parse(target: str, text: str) -> Report:
         elif name == "models":
             # the router answers model "unknown" for workers it has not asked
             by_id[head[0]].served = [m for m in _models(body) if m != "unknown"]
+        elif name == "workers" and by_id[head[0]].kind == "fleet-router":
+            fleet_text = "\n".join(body).strip()
         elif name == "workers":
             workers_text = "\n".join(body).strip()
         elif name in samples:
@@ -236,6 +262,11 @@ def parse(target: str, text: str) -> Report:
     _loads(report, by_id, samples)
     ports = {u.port: u.name for u in report.units if u.kind == "server" and u.port}
     report.workers = parse_workers(workers_text, ports)
+    report.fleet_expected = [Worker(w[0], f"{w[1]} {w[2]}", True) for w in (x.split() for x in fleet_map)
+                             if len(w) == 3]
+    named = {w.url: w.server for w in report.fleet_expected}
+    report.fleet_workers = [Worker(w.url, named.get(w.url, ""), w.healthy, w.load)
+                            for w in parse_workers(fleet_text, {})]
     router = next((u for u in report.units if u.kind == "router"), None)
     if router is not None and not report.workers and router.id in samples["metrics"]:
         # /workers did not answer (an older router, or a key it refused): its metrics still say
@@ -270,7 +301,7 @@ def _gpus_of(report: Report, lines: list[str]) -> None:
 def _loads(report: Report, by_id: dict[str, Unit], samples: dict[str, dict[str, tuple[float, str]]]) -> None:
     for uid, (t1, text) in samples["metrics"].items():
         u = by_id[uid]
-        if u.kind == "router":
+        if u.kind in ROUTERS:
             u.load_now = metrics.router_load(text)
             continue
         u.load_now = metrics.server_load(text, u.engine)
