@@ -135,11 +135,13 @@ class FreshContainer(Attached):
 
 
 @contextlib.contextmanager
-def fresh_container(vmid: int, memory_mb: int, hostname: str, *, wheels: bool = True) -> Iterator[FreshContainer]:
+def fresh_container(vmid: int, memory_mb: int, hostname: str, *, wheels: bool = True,
+                    address: str = "") -> Iterator[FreshContainer]:
     """A started FreshContainer for the `with` block (a module's `box` fixture), removed after it;
-    the lab's model share (and wheelhouse, unless wheels=False) checked first."""
+    the lab's model share (and wheelhouse, unless wheels=False) checked first. address: its
+    address on the lab's own network (containers.LAB_BRIDGE); none: loopback only."""
     require_shares(wheels=wheels)
-    box = FreshContainer(vmid, memory_mb, hostname).start()
+    box = FreshContainer(vmid, memory_mb, hostname, address).start()
     try:
         yield box
     finally:
@@ -259,14 +261,16 @@ OnEvent = Callable[[dict[str, Any], subprocess.Popen], None]
 
 
 def provision(inventory: Path, vmid: int | None, *args: str, host: str = "lab", on_event: OnEvent | None = None,
-              timeout: float = 900) -> CliRun:
-    """`inv provision -i INVENTORY --host HOST --ct VMID --json ARGS`, events parsed as they arrive.
+              timeout: float = 900, group: str = "") -> CliRun:
+    """`inv provision -i INVENTORY --host HOST --ct VMID --json ARGS` (or --group GROUP), events parsed as
+    they arrive.
 
     on_event(event, process) runs in the reading thread for each JSON line, before the next is
     read, so a test can act at an exact point of the run. The process is killed at `timeout`.
     """
     ct = ["--ct", str(vmid)] if vmid is not None else []
-    argv = [str(INV), "provision", "-i", str(inventory), "--host", host, *ct, "--json", *args]
+    which = ["--group", group] if group else ["--host", host, *ct]
+    argv = [str(INV), "provision", "-i", str(inventory), *which, "--json", *args]
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

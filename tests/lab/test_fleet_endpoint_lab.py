@@ -1,0 +1,196 @@
+"""The fleet endpoint (issue 31, docs/fleet.md) in the lab: one sglang-router in front of the CPU
+servers of other containers, over the lab's own network (10.231.0.0/24 on the bridge gnlab0,
+no route out: only lab addresses).
+
+Containers 221 and 222 each hold one vLLM-CPU server; 223 holds only the fleet router (the
+inventory sets `fleet_router: lab/223` on the two, `fleet_router_only` on 223). In order:
+
+1. `inv provision --group fleet` provisions both servers, then the router on 223, whose
+   workers are the two servers at their lab addresses; a completion goes through it;
+2. `inv status` on 223 shows the router's view of both workers, named by target and server;
+3. `inv bench --fleet` measures through the fleet router (the client runs on a member);
+4. the server of 222 is lost: status reports that worker unhealthy, by target; once it is back
+   the router has re-admitted it by itself (no provision run) and status is all up;
+5. container 224 joins the group and the group is provisioned again: the router lists its
+   server too, and neither the router nor the servers of 221 and 222 restarted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpunode.lab import containers
+from tests.lab.provision_helpers import (
+    INV,
+    REPO,
+    FreshContainer,
+    cpu_vars,
+    fresh_container,
+    lab_host,
+    poll,
+    provision,
+    units,
+)
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+A, B, ROUTER, D = 221, 222, 223, 224
+MEMORY_MB = 3072  # one vLLM-CPU slot (~1.6 GB) and the 3.4 MB model
+FLEET_UNIT = "gpunode-fleet-router.service"
+SERVER_UNIT = "gpunode-cpu0.service"
+PORT = 30100
+
+
+def addr(vmid: int) -> str:
+    return containers.lab_address(vmid - 200)
+
+
+def member(vmid: int, core: int) -> dict[str, Any]:
+    return {"vars": cpu_vars(slots=1, slot_cores=[core], host="0.0.0.0", fleet_address=addr(vmid),
+                             fleet_router=f"lab/{ROUTER}")}
+
+
+def write(path: Path, vmids: list[int]) -> Path:
+    host = lab_host()
+    host["containers"] = {ROUTER: {"vars": {"fleet_router_only": True, "fleet_address": addr(ROUTER),
+                                            "wheelhouse": cpu_vars()["wheelhouse"], "apt_offline": True}}}
+    for i, vmid in enumerate(vmids):
+        host["containers"][vmid] = member(vmid, i % 2)
+    path.write_text(yaml.safe_dump({"hosts": {"lab": host}, "groups": {"fleet": {"hosts": ["lab"]}}},
+                                   sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def boxes(lab: Any) -> Iterator[dict[int, FreshContainer]]:
+    with fresh_container(A, MEMORY_MB, "fleet-a", address=addr(A)) as a, \
+            fresh_container(B, MEMORY_MB, "fleet-b", address=addr(B)) as b, \
+            fresh_container(ROUTER, 1024, "fleet-router", address=addr(ROUTER), wheels=False) as r:
+        yield {A: a, B: b, ROUTER: r}
+
+
+@pytest.fixture(scope="module")
+def inventory(boxes: dict[int, FreshContainer], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write(tmp_path_factory.mktemp("fleet") / "hosts.yml", [A, B])
+
+
+def router_workers(box: FreshContainer) -> dict[str, bool]:
+    out = box.sh('curl -s --max-time 3 "$1"', f"http://{addr(ROUTER)}:{PORT}/workers", check=False).out
+    try:
+        return {w["url"]: w["is_healthy"] for w in json.loads(out)["workers"]}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def url(vmid: int) -> str:
+    return f"http://{addr(vmid)}:30001"
+
+
+def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(INV), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def status_of(inventory: Path, vmid: int) -> dict[str, Any]:
+    proc = cli("status", "-i", str(inventory), "--host", "lab", "--ct", str(vmid), "--json", "--sample", "0")
+    return json.loads(proc.stdout)
+
+
+def record(name: str, host_transport: Any) -> None:
+    """GPUNODE_RECORD=DIR: the raw output of `inv status`'s script on the router's target, for the
+    unit tests (tests/data/fleet/endpoint/README.md)."""
+    folder = os.environ.get("GPUNODE_RECORD")
+    if folder:
+        from gpunode.fleet import gather
+        from gpunode.lab import paths
+        from gpunode.transport import PctTransport
+
+        ct = PctTransport(host_transport, ROUTER, pct=str(paths.PCT), host_name="lab")
+        Path(folder, name).write_text(gather.gather(ct, "", 0))
+
+
+def complete_through_router(box: FreshContainer) -> str:
+    body = json.dumps({"model": "tiny-qwen3", "prompt": "The capital of France is", "max_tokens": 8})
+    out = box.sh('curl -sS --fail-with-body --max-time 120 -H "Content-Type: application/json" -d "$2" "$1"',
+                 f"http://{addr(ROUTER)}:{PORT}/v1/completions", body, timeout=150).out
+    return json.loads(out)["choices"][0]["text"]
+
+
+def ok(run: Any) -> Any:
+    assert run.rc == 0 and run.recap["succeeded"], run.explain()
+    return run
+
+
+def test_1_the_group_gets_one_router_whose_workers_are_every_server(boxes, inventory):
+    run = ok(provision(inventory, None, group="fleet", timeout=1500))
+    box = boxes[ROUTER]
+    assert router_workers(box) == {url(A): True, url(B): True}
+    # only lab addresses: the router's workers, and no route out of any of the three
+    env = box.sh("grep ^WORKER_URLS= /etc/gpunode/fleet-router.env").out
+    assert re.findall(r"http://[0-9.]+:[0-9]+", env) == [url(A), url(B)], env
+    for vmid in (A, B, ROUTER):
+        assert boxes[vmid].sh("ip route get 192.0.2.2", check=False).rc != 0
+    assert not box.exists("/etc/systemd/system/gpunode-cpu0.service"), "the router-only target got servers"
+    assert complete_through_router(boxes[A])  # from a member, over the lab network
+    print(f"\nprovision of the fleet (2 servers, 1 router): {run.seconds:.1f} s")
+
+
+def test_2_status_shows_the_fleet_routers_view_of_every_worker(boxes, inventory, host_transport):
+    record("status-gather-fleet-router.txt", host_transport)
+    doc = status_of(inventory, ROUTER)
+    assert doc["up"], doc["down"]
+    assert {(w["url"], w["server"], w["healthy"]) for w in doc["fleet_workers"]} == {
+        (url(A), f"lab/{A} cpu0", True), (url(B), f"lab/{B} cpu0", True)}
+    human = cli("status", "-i", str(inventory), "--host", "lab", "--ct", str(ROUTER), "--sample", "0").stdout
+    assert "fleet router workers (2 of 2)" in human and f"lab/{B} cpu0" in human, human
+
+
+def test_3_bench_measures_through_the_fleet_router(boxes, inventory, tmp_path):
+    out = tmp_path / "bench.json"
+    proc = cli("bench", "-i", str(inventory), "--host", "lab", "--ct", str(A), "--fleet", "--concurrency", "2",
+               "--requests", "8", "--input-len", "32", "--output-len", "16", "--out", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert doc["fleet"] == {"router": f"http://{addr(ROUTER)}:{PORT}", "workers": 2, "client_on": f"lab/{A}"}
+    (run,) = doc["runs"]
+    assert run["phase"] == "fleet" and run["in_flight"] == 4
+    assert run["total"]["errors"] == 0 and run["total"]["ok"] == 16 and run["total"]["output_tok_s"] > 0
+    print(f"\nthrough the fleet router, c=2 per server: {run['total']['output_tok_s']:.0f} output tok/s")
+
+
+def test_4_a_lost_worker_is_reported_and_readmitted_when_back(boxes, inventory, host_transport):
+    boxes[B].sh(f"systemctl stop {SERVER_UNIT}")
+    lost = poll("status to report the lost worker", lambda: [d for d in status_of(inventory, ROUTER)["down"]
+                                                             if f"lab/{B} cpu0" in d], timeout=60, every=1)
+    assert lost == [f"fleet-router: worker lab/{B} cpu0 ({url(B)}) unhealthy"]
+    record("status-gather-fleet-router-lost.txt", host_transport)
+    assert complete_through_router(boxes[A]), "the other worker stopped serving"
+    boxes[B].sh(f"systemctl start {SERVER_UNIT}")
+    poll("the router to re-admit the worker", lambda: router_workers(boxes[ROUTER]).get(url(B)), timeout=300, every=1)
+    doc = status_of(inventory, ROUTER)
+    assert doc["up"], doc["down"]
+
+
+def test_5_a_node_added_to_the_group_joins_without_restarting_the_others(boxes, inventory, lab):
+    before = {**units(boxes[ROUTER], [FLEET_UNIT]), **{f"{v}": units(boxes[v], [SERVER_UNIT])[SERVER_UNIT]
+                                                        for v in (A, B)}}
+    with fresh_container(D, MEMORY_MB, "fleet-d", address=addr(D)) as d:
+        write(inventory, [A, B, D])
+        run = ok(provision(inventory, None, group="fleet", timeout=1500))
+        assert router_workers(boxes[ROUTER]) == {url(A): True, url(B): True, url(D): True}
+        after = {**units(boxes[ROUTER], [FLEET_UNIT]), **{f"{v}": units(boxes[v], [SERVER_UNIT])[SERVER_UNIT]
+                                                           for v in (A, B)}}
+        assert {k: v["InvocationID"] for k, v in after.items()} == {k: v["InvocationID"] for k, v in before.items()}
+        assert units(d, [SERVER_UNIT])[SERVER_UNIT]["ActiveState"] == "active"
+        doc = status_of(inventory, ROUTER)
+        assert doc["up"] and len(doc["fleet_workers"]) == 3, doc
+        print(f"\nre-run with a third member: {run.seconds:.1f} s")
+        write(inventory, [A, B])
