@@ -195,6 +195,14 @@ def test_configs_of_the_three_containers():
     assert f"= {12 * 1024 ** 3}" in lxc  # 12 GiB, like PVE's memory: 12288
 
 
+def test_a_container_with_an_address_is_on_the_lab_bridge_only():
+    ct = containers.Container(221, "cpu", "fleet-a", 3072, True, 2, 0, containers.SHARES, "10.231.0.21")
+    lxc = containers.lxc_config(ct, "overlay")
+    assert "lxc.net.0.type = veth\nlxc.net.0.link = gnlab0\n" in lxc
+    assert "lxc.net.0.ipv4.address = 10.231.0.21/24\n" in lxc
+    assert "ipv4.gateway" not in lxc  # no route out of the lab network
+
+
 def test_an_unknown_gpu_shape_is_refused_before_anything_happens():
     from gpunode.lab import LabError, node
 
