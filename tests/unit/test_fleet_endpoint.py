@@ -85,6 +85,21 @@ def test_a_router_target_missing_from_the_inventory_is_refused(tmp_path):
         fleetp.check_members(select_targets(load(path), None, None, "job", {}), targets(path))
 
 
+def test_a_run_of_part_of_a_fleet_leaves_its_router_alone_and_says_so(tmp_path):
+    every = targets(inventory(tmp_path))
+    kpro6 = next(t for t in every if t.name == "kpro6")
+    ran = SimpleNamespace(target=kpro6, plan=plan(30001), facts=FACTS)
+
+    def no_transport(target):
+        raise AssertionError(f"the router's target {target.name} was contacted")
+
+    recaps, notes = fleetp.provision_fleets([ran], every, no_transport, check=False, diff=False,
+                                            emit=lambda e: None, owner=None)  # type: ignore[arg-type]
+    assert recaps == []
+    assert notes == ["fleet router on pve/302: left as it is: this run did not provision pve/301, rented "
+                     "(provision the whole fleet to change its workers)"]
+
+
 def rendered(tmp_path: Path, urls: list[int]) -> dict[str, str]:
     by = {t.name: t for t in targets(inventory(tmp_path))}
     ws = [endpoint.Worker(f"http://10.0.0.{n}:30001", f"pve/{300 + n}", "cpu0") for n in urls]

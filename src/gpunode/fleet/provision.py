@@ -40,7 +40,7 @@ def check_members(targets: Sequence[Any], every: list[Any]) -> None:
     fleets = endpoint.fleets(every)
     for t in targets:
         name = str(t.vars.get("fleet_router") or "")
-        if name:
+        if name and not t.vars.get("fleet_router_only"):
             endpoint.address_of(router_target(every, fleets[name], t))
             endpoint.workers(t, _NoServers)
 
