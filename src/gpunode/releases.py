@@ -73,6 +73,14 @@ class Project:
             return self.final()
         return [r for r in self.final() if Version(r.version) > Version(version)]
 
+    def as_of(self, when: str) -> Project:
+        """The project as PyPI listed it at `when` (ISO 8601, UTC): the releases uploaded by then. `info`
+        (the newest release's requirements) is dropped unless that release is among them."""
+        kept = tuple(r for r in self.releases if r.uploaded <= when)
+        known = any(r.version == self.latest for r in kept)
+        return Project(self.name, f"{self.url} as of {when}", kept, self.latest if known else "",
+                       self.latest_requires if known else (), self.latest_python if known else "")
+
     def get(self, version: str) -> Release | None:
         return next((r for r in self.releases if Version(r.version) == Version(version)), None)
 
@@ -181,10 +189,16 @@ def metadata(proj: Project, version: str, base: str = PYPI) -> Metadata:
         raise PypiError(f"{proj.name} {version} has no wheel to read its requirements from",
                         hint=f"read them from its sdist by hand: {proj.url}")
     link = urllib.parse.urljoin(proj.url, str(wheel["url"]))
-    text = wheel_metadata(link)
+    return parse_metadata(wheel_metadata(link), link)
+
+
+def parse_metadata(text: str, source: str) -> Metadata:
+    """A wheel's METADATA file (RFC 822 headers; the description after them is not read)."""
     head = HeaderParser().parsestr(text)
-    return Metadata(proj.name, version, tuple(head.get_all("Requires-Dist") or ()),
-                    str(head.get("Requires-Python") or ""), link)
+    if not head.get("Name") or not head.get("Version"):
+        raise PypiError(f"{source}: METADATA without Name or Version", hint="is it a wheel's METADATA?")
+    return Metadata(str(head["Name"]), str(head["Version"]), tuple(head.get_all("Requires-Dist") or ()),
+                    str(head.get("Requires-Python") or ""), source)
 
 
 def _a_wheel(release: Release) -> dict | None:
