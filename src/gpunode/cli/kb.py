@@ -1,6 +1,9 @@
-"""inv kb.refresh: re-derive what each pin set's own sglang picks (gpunode/judge/derive.py).
+"""inv kb.refresh: what PyPI has that the pin sets do not (gpunode/kbrefresh.py), a proposed pin set
+for a new sglang release, and what each pin set's own sglang picks (gpunode/judge/derive.py).
 
-    inv kb.refresh                     # every SGLang pin set; writes compat/derived/sglang-choices.yml
+    inv kb.refresh                     # new releases; every SGLang pin set; writes compat/derived/sglang-choices.yml
+    inv kb.refresh --propose           # also: compat/proposed/<id>.yml and its locks, for the newest new sglang
+    inv kb.refresh --propose --release 0.5.22 --no-derive   # a proposal for that release only
     inv kb.refresh --pinset cu13-b --check   # print what would change, write nothing
 
 Run from a checkout: the reference model configs are tests/data/models. The first run builds the
@@ -9,6 +12,9 @@ judge environments (several GB, from PyPI); later runs reuse them.
 
 from __future__ import annotations
 
+import shlex
+import sys
+import time
 from pathlib import Path
 
 from invoke import Collection
@@ -20,23 +26,80 @@ HELP = {
     "pinset": "only this SGLang pin set (id from gpunode/compat/pinsets.yml); repeatable",
     "check": "print what would change and write nothing (exit 1 when something would)",
     "models": "the folder of reference model configs (default: tests/data/models of this checkout)",
+    "propose": "write a proposed pin set (and its locks) for the newest sglang release no pin set covers, "
+               "to gpunode/compat/proposed/ for review",
+    "release": "with --propose: propose for this sglang release instead",
+    "derive": "re-derive what each pin set's sglang picks (--no-derive: only read PyPI and propose)",
+    "lock": "with --propose: lock the proposal with uv (--no-lock: write the pin set only)",
 }
 
 
+def say(line: str) -> None:
+    print(line, flush=True)   # the run takes minutes: each line as it happens, also when piped
+
+
 @task(help=HELP, iterable=["pinset"])
-def refresh(c, pinset=None, check=False, models=None):
-    """Ask each pin set's sglang what it picks by itself, per architecture and GPU, and keep it as data."""
-    from gpunode import pinlocks
-    from gpunode.judge import derive
-    from gpunode.judge.env import build, lock_file
+def refresh(c, pinset=None, check=False, models=None, propose=False, release=None, derive=True, lock=True):
+    """Report new releases on PyPI, propose a pin set for a new sglang, re-derive what each pin set's sglang picks."""
     from gpunode.resolve import load_kb
 
     kb = load_kb()
-    sglang = [p for p in kb.pinsets if p.engine == "sglang"]
+    sglang = [p.id for p in kb.pinsets if p.engine == "sglang"]
     for pid in pinset or ():
-        if pid not in {p.id for p in sglang}:
-            raise InventoryError(f"unknown SGLang pin set {pid!r}",
-                                 hint=f"SGLang pin sets: {', '.join(p.id for p in sglang)}")
+        if pid not in sglang:
+            raise InventoryError(f"unknown SGLang pin set {pid!r}", hint=f"SGLang pin sets: {', '.join(sglang)}")
+    if release and not propose:
+        raise InventoryError("--release names the sglang release to propose a pin set for",
+                             hint="add --propose")
+    if propose or not check:
+        _releases(kb, propose=propose, release=release, lock=lock)
+    if derive:
+        _derive(kb, pinset, check, models)
+
+
+def _releases(kb, *, propose, release, lock):
+    from gpunode import kbrefresh, releases
+
+    say("kb.refresh: reading PyPI: " + ", ".join(kbrefresh.watched(kb)))
+    projects = {name: releases.project(name) for name in kbrefresh.watched(kb)}
+    say("new releases since the pin sets:")
+    for n in kbrefresh.news(kb, projects):
+        say(f"  {n.line()}")
+    if not propose:
+        return
+    new = kbrefresh.uncovered(kb, projects["sglang"])
+    version = release or (new.version if new else None)
+    if version is None:
+        say("kb.refresh: every sglang release is covered by a pin set: nothing to propose "
+            "(--release VERSION proposes for one anyway)")
+        return
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    made = kbrefresh.make(kb, projects["sglang"], projects["torch"], version, today=today, say=say)
+    command = shlex.join(["inv", "kb.refresh", *sys.argv[2:]]) if len(sys.argv) > 2 else "inv kb.refresh --propose"
+    file, locks, failed = kbrefresh.write(kb, made, command=command, lock=lock, say=say)
+    say(f"proposed pin set {made.id} (copied the rest from {made.template.id}): {file}")
+    from gpunode import proposal
+
+    for line in proposal.changes(made):
+        say(f"  changed: {line}")
+    for line in kbrefresh.lock_changes(kb, made, locks):
+        say(f"  lock: {line}")
+    for note in made.notes:
+        say(f"  REVIEW: {note}")
+    for why in failed:
+        say(f"  NOT locked: {why}")
+    if failed:
+        raise CommandError(f"proposed pin set {made.id} could not be locked for {len(failed)} target(s)",
+                           target="localhost", hint=f"see uv's words above; {file} is written for review, "
+                           "and a pin set that cannot be locked is not ready to move into pinsets.yml")
+
+
+def _derive(kb, pinset, check, models):
+    from gpunode import pinlocks
+    from gpunode.judge import derive
+    from gpunode.judge.env import build, lock_file
+
+    sglang = [p for p in kb.pinsets if p.engine == "sglang"]
     folder = Path(models) if models else Path(__file__).resolve().parents[3] / "tests" / "data" / "models"
     if not folder.is_dir():
         raise InventoryError(f"no folder of reference model configs at {folder}",
@@ -48,16 +111,21 @@ def refresh(c, pinset=None, check=False, models=None):
             continue
         # a pin set without a lock for this Python is judged with a locked pin set of the same sglang
         locked = [q.id for q in sglang if q.version == p.version and lock_file(pinlocks.ROOT, q.id).exists()]
-        envs[p.id] = (p.version, build(locked[0] if locked else p.id, pinlocks.ROOT), derive.kb_choices(kb, p),
-                      derive.reference_gpus(p.torch_cuda or "13.0"))
-    new = derive.refresh(envs, refs)
+        say(f"kb.refresh: judge environment for {p.id} (minutes the first time, cached after)")
+        started = time.monotonic()
+        envs[p.id] = (p.version, build(locked[0] if locked else p.id, pinlocks.ROOT, log=say),
+                      derive.kb_choices(kb, p), derive.reference_gpus(p.torch_cuda or "13.0"))
+        say(f"kb.refresh: judge environment for {p.id} ready in {time.monotonic() - started:.0f} s")
+    started = time.monotonic()
+    new = derive.refresh(envs, refs, log=say)
+    say(f"kb.refresh: derived {len(envs)} pin set(s) in {time.monotonic() - started:.0f} s")
     old = derive.load()
     if pinset:     # keep the pin sets not asked for as they were
         new["pinsets"] = {**(old.get("pinsets") or {}), **new["pinsets"]}
     lines = derive.changes(old, new)
     for line in lines:
-        print(f"  changed: {line}")
-    print(f"kb.refresh: {len(lines)} derived choices changed", flush=True)
+        say(f"  changed: {line}")
+    say(f"kb.refresh: {len(lines)} derived choices changed")
     if check:
         if lines:
             raise CommandError(f"{len(lines)} derived choices differ from {derive.FILE.name}", target="localhost",
@@ -67,7 +135,7 @@ def refresh(c, pinset=None, check=False, models=None):
     tmp = derive.FILE.with_suffix(".tmp")
     tmp.write_text(derive.render(new))
     tmp.replace(derive.FILE)
-    print(f"wrote {derive.FILE}")
+    say(f"wrote {derive.FILE}")
 
 
 ns = Collection("kb")
