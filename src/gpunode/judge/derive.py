@@ -11,6 +11,7 @@ it from the pinned wheels and fails on drift.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,9 +148,11 @@ def refresh(envs: dict[str, tuple[str, JudgeEnv, Callable, list[Gpu]]], refs: li
             log: Callable[[str], None] = print) -> dict[str, Any]:
     """{"pinsets": {id: {"sglang": version, "choices": ...}}} for every id -> (version, env, choices, gpus)."""
     out: dict[str, Any] = {"pinsets": {}}
-    for pid, (version, env, choices, gpus) in envs.items():
-        log(f"kb.refresh: {pid} (sglang {version}): {len(refs)} architectures x {len(gpus)} GPUs")
+    for n, (pid, (version, env, choices, gpus)) in enumerate(envs.items(), 1):
+        log(f"kb.refresh: [{n}/{len(envs)}] {pid} (sglang {version}): {len(refs)} architectures x {len(gpus)} GPUs")
+        started = time.monotonic()
         out["pinsets"][pid] = {"sglang": version, "choices": derive(env, refs, gpus, choices)}
+        log(f"kb.refresh: [{n}/{len(envs)}] {pid} judged in {time.monotonic() - started:.0f} s")
     return out
 
 
