@@ -142,7 +142,7 @@ def propose(kb: KB, sglang: Metadata, torch: Metadata, *, today: str) -> Proposa
         extra = {"req": pkg.req, "note": f"copied from {template.id}" + (f": {pkg.note}" if pkg.note else "")}
         packages.append(extra)
 
-    entry: dict[str, Any] = {"id": f"cu{cuda.split('.')[0] if cuda else 'cpu'}-sglang-{sglang.version}",
+    entry: dict[str, Any] = {"id": f"{'cu' + cuda.split('.')[0] if cuda else 'cpu'}-sglang-{sglang.version}",
                              "engine": "sglang", "version": sglang.version, "status": "unconfirmed",
                              "packages": packages, "torch": {"version": torch_version, "cuda": cuda},
                              "kernel": {"package": kernel, "version": kernel_version,
