@@ -23,14 +23,15 @@ pytestmark = pytest.mark.slow
 
 def test_the_newest_sglang_release_is_covered_or_its_proposal_locks(tmp_path, capsys):
     kb = load_kb()
-    sglang, torch = releases.project("sglang"), releases.project("torch")
-    new = kbrefresh.uncovered(kb, sglang)
-    version = new.version if new else sglang.newest().version
-    made = kbrefresh.make(kb, sglang, torch, version, today=time.strftime("%Y-%m-%d"))
+    projects = {name: releases.project(name) for name in kbrefresh.watched(kb)}
+    new = kbrefresh.uncovered(kb, projects["sglang"])
+    version = new.version if new else projects["sglang"].newest().version
+    made = kbrefresh.make(kb, projects, version, today=time.strftime("%Y-%m-%d"))
     if new is None:     # covered: the proposal must be what was pinned by hand
         hand = next(p for p in kb.pinsets if p.engine == "sglang" and p.version == version)
         for req in made.pins().values():
             assert req in [x.req for x in hand.packages], f"{req} is not what pin set {hand.id} pins"
+        assert made.entry["glibc_min"] == hand.glibc_min
     file, _, _ = kbrefresh.write(kb, made, command="tests/test_kb_refresh_pypi.py", folder=tmp_path, lock=False)
     pinset = kbrefresh.as_pinset(kb, made, file)
     target = pinlocks.Target("x86_64", "3.12", pinset.glibc_min or "2.17")

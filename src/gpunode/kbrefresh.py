@@ -86,9 +86,31 @@ def uncovered(kb: KB, sglang: Project) -> Release | None:
     return newer[-1] if newer else None
 
 
-def make(kb: KB, sglang: Project, torch: Project, version: str, *, today: str,
+def wheel_floor(projects: dict[str, Project], versions: dict[str, str],
+                machines: Iterable[str]) -> tuple[str | None, list[str]]:
+    """The glibc the pinned wheels need on every machine (the highest of each package's lowest manylinux
+    tag; None when all are pure Python), and a note for each package without a wheel for a machine."""
+    floor: str | None = None
+    notes = []
+    for name, version in versions.items():
+        release = projects[name].get(version)
+        if release is None:
+            notes.append(f"{name} {version} is not in PyPI's release list of {name}")
+            continue
+        for machine in machines:
+            has, need = releases.glibc_floor(release, machine)
+            if not has:
+                notes.append(f"{name} {version} has no Linux {machine} wheel on PyPI: drop {machine} from machines")
+            elif need and (floor is None or Version(need) > Version(floor)):
+                floor = need
+    return floor, notes
+
+
+def make(kb: KB, projects: dict[str, Project], version: str, *, today: str,
          say: Callable[[str], None] = print) -> proposal.Proposal:
-    """The proposal for sglang `version`, from its own and its torch's metadata on PyPI."""
+    """The proposal for sglang `version`, from its own and its torch's metadata on PyPI (`projects`: at least
+    sglang and torch; the kernel package's is read when it is not there)."""
+    sglang, torch = projects["sglang"], projects["torch"]
     say(f"kb.refresh: reading sglang {version}'s requirements")
     meta = releases.metadata(sglang, version)
     pins = meta.pins()
@@ -97,7 +119,16 @@ def make(kb: KB, sglang: Project, torch: Project, version: str, *, today: str,
         raise proposal.ProposalError(f"sglang {version} pins no torch version ({pins.get('torch')})",
                                      hint=f"read {meta.source}")
     say(f"kb.refresh: reading torch {torch_version}'s requirements (its CUDA)")
-    return proposal.propose(kb, meta, releases.metadata(torch, torch_version), today=today)
+    torch_meta = releases.metadata(torch, torch_version)
+    template, _ = proposal.template_for(kb, proposal.torch_cuda(torch_meta))
+    wheels = {"sglang": version, "torch": torch_version}
+    kernel = next((k for k in proposal.KERNELS if k in pins), None)
+    if kernel and proposal.exact(pins[kernel]):
+        if kernel not in projects:
+            projects = {**projects, kernel: releases.project(kernel)}
+        wheels[kernel] = str(proposal.exact(pins[kernel]))
+    glibc = wheel_floor(projects, wheels, template.machines)
+    return proposal.propose(kb, meta, torch_meta, today=today, glibc=glibc)
 
 
 def as_pinset(kb: KB, p: proposal.Proposal, file: Path) -> Pinset:

@@ -95,7 +95,10 @@ def _pin(pins: dict[str, Requirement], name: str, sglang: Metadata) -> tuple[Req
     return req, version
 
 
-def propose(kb: KB, sglang: Metadata, torch: Metadata, *, today: str) -> Proposal:
+def propose(kb: KB, sglang: Metadata, torch: Metadata, *, today: str,
+            glibc: tuple[str | None, list[str]] | None = None) -> Proposal:
+    """`glibc`: what the release's wheels need (wheel_floor in kbrefresh.py) and what they lack; without it
+    glibc_min is copied too."""
     pins = sglang.pins()
     if "torch" not in pins:
         raise ProposalError(f"sglang {sglang.version} does not require torch", hint=f"metadata: {sglang.source}")
@@ -161,15 +164,20 @@ def propose(kb: KB, sglang: Metadata, torch: Metadata, *, today: str) -> Proposa
     if Version(entry["python"]["min"]) > Version(entry["python"]["max"]):
         notes.append(f"sglang {sglang.version} needs Python {sglang.requires_python}, above the copied maximum "
                      f"{template.python_max}: raise python.max once the lock resolves for it")
-    entry["glibc_min"] = copy("glibc_min", template.glibc_min)
+    if glibc is not None and glibc[0] is not None:
+        entry["glibc_min"] = glibc[0]     # the highest of the wheels' lowest manylinux tags
+        notes += glibc[1]
+    else:
+        entry["glibc_min"] = copy("glibc_min", template.glibc_min)
     entry["machines"] = copy("machines", list(template.machines))
     entry["driver_min"] = copy("driver_min", template.driver_min)
     entry["driver_native"] = copy("driver_native", template.driver_native)
     entry["spec_v2_default"] = copy("spec_v2_default", template.spec_v2_default)
     entry["unconfirmed"] = [f"proposed by inv kb.refresh on {today}: {', '.join(k for k in copied)} copied from "
                             f"{template.id} ({why}), not checked for sglang {sglang.version}"]
+    read = "; glibc_min from the manylinux tags of its wheels" if "glibc_min" not in copied else ""
     entry["source"] = (f"PyPI metadata of sglang {sglang.version} ({sglang.source}) and torch {torch_version} "
-                       f"({torch.source}); the rest copied from pin set {template.id}")
+                       f"({torch.source}){read}; the rest copied from pin set {template.id}")
     if cuda and cuda not in kb.nvcc:
         notes.append(f"torch {torch_version} is built for CUDA {cuda}, which nvcc_packages in pinsets.yml does not "
                      f"list: add nvcc_packages.\"{cuda}\" (and toolkit_cccl) before moving this pin set in")
@@ -197,6 +205,8 @@ def changes(p: Proposal) -> list[str]:
     t = p.template
     if t.torch_cuda != p.entry["torch"]["cuda"]:
         out.append(f"torch CUDA: {t.torch_cuda} -> {p.entry['torch']['cuda']}")
+    if t.glibc_min != p.entry["glibc_min"]:
+        out.append(f"glibc_min: {t.glibc_min} -> {p.entry['glibc_min']}")
     if t.python_min != p.entry["python"]["min"]:
         out.append(f"python min: {t.python_min} -> {p.entry['python']['min']}")
     return out

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -199,6 +200,28 @@ def parse_metadata(text: str, source: str) -> Metadata:
         raise PypiError(f"{source}: METADATA without Name or Version", hint="is it a wheel's METADATA?")
     return Metadata(str(head["Name"]), str(head["Version"]), tuple(head.get_all("Requires-Dist") or ()),
                     str(head.get("Requires-Python") or ""), source)
+
+
+_MANYLINUX = re.compile(r"manylinux(?:_(\d+)_(\d+)|(2014|2010|1))_(x86_64|aarch64)")
+_LEGACY = {"1": "2.5", "2010": "2.12", "2014": "2.17"}
+
+
+def glibc_floor(release: Release, machine: str) -> tuple[bool, str | None]:
+    """(has a wheel for Linux `machine`, the lowest glibc one of them needs): a pure-Python wheel needs
+    none (None); manylinux2014 is glibc 2.17 (PEP 599), manylinux_2_34 2.34 (PEP 600)."""
+    floors = []
+    for f in release.files:
+        name = str(f.get("filename", ""))
+        if not name.endswith(".whl"):
+            continue
+        if name.endswith("-none-any.whl"):
+            return True, None
+        for m in _MANYLINUX.finditer(name):
+            if m.group(4) == machine:
+                floors.append(f"{m.group(1)}.{m.group(2)}" if m.group(1) else _LEGACY[m.group(3)])
+    if not floors:
+        return False, None
+    return True, min(floors, key=Version)
 
 
 def _a_wheel(release: Release) -> dict | None:

@@ -101,3 +101,23 @@ def test_a_torch_cuda_no_pin_set_has_is_flagged():
     assert proposal.torch_cuda(torch) == "13.2"
     template, why = proposal.template_for(load_kb(), "13.2")
     assert template.id == "cu13-latest" and "same major" in why
+
+
+def test_glibc_is_read_from_the_wheels_manylinux_tags(before_latest):
+    projects = {n: recorded(n) for n in ("sglang", "torch", "sglang-kernel")}
+    both = ("x86_64", "aarch64")
+    # sglang 0.5.23: manylinux_2_34 wheels; torch 2.14.1 manylinux_2_28; sglang-kernel 0.4.10 manylinux2014
+    new = kbrefresh.wheel_floor(projects, {"sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10"}, both)
+    assert new == ("2.34", []) and load_kb().pinset("cu13-latest").glibc_min == "2.34"
+    # sglang 0.5.10.post1 is pure Python: torch's manylinux_2_28 decides, as written by hand for cu12-legacy
+    old = kbrefresh.wheel_floor(projects, {"sglang": "0.5.10.post1", "torch": "2.9.1", "sglang-kernel": "0.4.1"},
+                                ("x86_64",))
+    assert old == ("2.28", []) and load_kb().pinset("cu12-legacy").glibc_min == "2.28"
+    # torch 1.9.1 had no aarch64 wheel on PyPI
+    _, notes = kbrefresh.wheel_floor(projects, {"torch": "1.9.1"}, both)
+    assert notes == ["torch 1.9.1 has no Linux aarch64 wheel on PyPI: drop aarch64 from machines"]
+    p = proposal.propose(before_latest, newest_meta("sglang"), meta("torch-2.14.1.METADATA"), today=TODAY,
+                         glibc=new)
+    assert p.entry["glibc_min"] == "2.34" and "glibc_min" not in p.copied
+    assert not any(line.startswith("glibc_min") for line in proposal.changes(p))   # same as cu13-b's
+    assert "manylinux tags" in p.entry["source"]

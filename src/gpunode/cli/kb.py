@@ -74,7 +74,7 @@ def _releases(kb, *, propose, release, lock):
             "(--release VERSION proposes for one anyway)")
         return
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    made = kbrefresh.make(kb, projects["sglang"], projects["torch"], version, today=today, say=say)
+    made = kbrefresh.make(kb, projects, version, today=today, say=say)
     command = shlex.join(["inv", "kb.refresh", *sys.argv[2:]]) if len(sys.argv) > 2 else "inv kb.refresh --propose"
     file, locks, failed = kbrefresh.write(kb, made, command=command, lock=lock, say=say)
     say(f"proposed pin set {made.id} (copied the rest from {made.template.id}): {file}")
