@@ -11,6 +11,12 @@ from pathlib import Path
 from tests.unit.pypi_server import recorded_pypi
 
 REPO = Path(__file__).resolve().parents[2]
+PROPOSED = REPO / "src" / "gpunode" / "compat" / "proposed"
+
+
+def proposed() -> list[Path]:
+    """What is under compat/proposed/ (a maintainer's own proposals under review may be there)."""
+    return sorted(PROPOSED.rglob("*")) if PROPOSED.exists() else []
 
 
 def gpunode(base: str, *args: str) -> subprocess.CompletedProcess:
@@ -34,11 +40,12 @@ def test_new_releases_since_the_pin_sets_are_named():
 
 
 def test_propose_with_every_release_covered_says_so():
+    before = proposed()
     with recorded_pypi() as base:
         out = gpunode(base, "--no-derive", "--propose")
     assert out.returncode == 0, out.stderr
     assert "every sglang release is covered by a pin set: nothing to propose" in out.stdout
-    assert not (REPO / "src" / "gpunode" / "compat" / "proposed").exists()
+    assert proposed() == before
 
 
 def test_release_without_propose_is_refused():
@@ -50,8 +57,9 @@ def test_release_without_propose_is_refused():
 def test_a_release_whose_wheel_cannot_be_read_is_named():
     """torch 2.14.1 is not the newest torch, so its requirements come from its wheel: the recorded answers
     have no wheel files, as PyPI's files host would be unreachable."""
+    before = proposed()
     with recorded_pypi() as base:
         out = gpunode(base, "--no-derive", "--propose", "--release", "0.5.23", "--no-lock")
     assert out.returncode == 2
     assert "torch-2.14.1-" in out.stderr and "files host could not be read" in out.stderr
-    assert not (REPO / "src" / "gpunode" / "compat" / "proposed").exists()
+    assert proposed() == before                              # nothing half-written
