@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from gpunode import releases
 from gpunode.releases import PypiError
-from tests.unit.pypi_server import recorded_pypi
+from tests.unit.pypi_server import RANGES, recorded_pypi
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pypi"
 
@@ -90,3 +91,17 @@ def test_pypi_unreachable_says_what_is_needed():
 def test_a_project_json_without_releases_is_refused():
     with pytest.raises(PypiError, match="no info.name or releases"):
         releases.parse_project({"message": "Not Found"}, "https://pypi.org/pypi/sglang/json")
+
+
+def test_a_wheels_metadata_is_read_by_range_requests():
+    """The way requirements are read where PyPI has no per-version JSON: the zip's directory and its
+    METADATA member, fetched by HTTP range requests (a real wheel from PyPI, served on loopback)."""
+    wheel = DATA / "nvidia_ml_py-13.615.71-py3-none-any.whl"
+    RANGES.clear()
+    with recorded_pypi() as base:
+        text = releases.wheel_metadata(base.replace("/pypi", "/files/") + wheel.name)
+    m = releases.parse_metadata(text, wheel.name)
+    assert (m.name, m.version) == ("nvidia-ml-py", "13.615.71")
+    with zipfile.ZipFile(wheel) as z:
+        assert text == z.read("nvidia_ml_py-13.615.71.dist-info/METADATA").decode()
+    assert RANGES and all(r.startswith("bytes=") for r in RANGES)
