@@ -163,19 +163,21 @@ def write(kb: KB, p: proposal.Proposal, *, command: str, folder: Path = proposal
 
 
 def lock_changes(kb: KB, p: proposal.Proposal, locks: Iterable[pinlocks.Lock]) -> list[str]:
-    """Per target, the packages whose locked version differs from the copied-from pin set's lock."""
-    out = []
+    """The packages whose locked version differs from the copied-from pin set's lock of the same target;
+    targets whose differences are the same share one line."""
+    del kb
+    groups: dict[str, list[str]] = {}
     for lock in locks:
+        target = f"{lock.path.name} ({len(lock.packages)} packages)"
         old_file = pinlocks.ROOT / p.template.id / lock.path.name
         if not old_file.is_file():
-            out.append(f"{lock.path.name}: {len(lock.packages)} packages ({p.template.id} has no lock for it)")
+            groups.setdefault(f"{p.template.id} has no lock for it", []).append(target)
             continue
         old = {canonicalize_name(x.name): x.version for x in pinlocks.read(old_file).packages}
         new = {canonicalize_name(x.name): x.version for x in lock.packages}
-        changed = [f"{n} {old[n]} -> {new[n]}" for n in sorted(new) if n in old and old[n] != new[n]]
-        added = [f"+{n} {new[n]}" for n in sorted(new) if n not in old]
-        gone = [f"-{n} {old[n]}" for n in sorted(old) if n not in new]
-        diff = changed + added + gone
-        out.append(f"{lock.path.name}: {len(lock.packages)} packages, {len(diff)} differ from {p.template.id}'s lock"
-                   + (": " + ", ".join(diff) if diff else ""))
-    return out
+        diff = ([f"{n} {old[n]} -> {new[n]}" for n in sorted(new) if n in old and old[n] != new[n]]
+                + [f"+{n} {new[n]}" for n in sorted(new) if n not in old]
+                + [f"-{n} {old[n]}" for n in sorted(old) if n not in new])
+        what = f"{len(diff)} differ from {p.template.id}'s lock" + (": " + ", ".join(diff) if diff else "")
+        groups.setdefault(what, []).append(target)
+    return [f"{', '.join(targets)}: {what}" for what, targets in groups.items()]

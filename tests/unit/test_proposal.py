@@ -121,3 +121,16 @@ def test_glibc_is_read_from_the_wheels_manylinux_tags(before_latest):
     assert p.entry["glibc_min"] == "2.34" and "glibc_min" not in p.copied
     assert not any(line.startswith("glibc_min") for line in proposal.changes(p))   # same as cu13-b's
     assert "manylinux tags" in p.entry["source"]
+
+
+def test_lock_changes_name_what_floated_per_target(before_latest):
+    """The committed locks of cu13-latest stand for a proposal's new locks, against cu13-b's."""
+    p = proposal.propose(before_latest, newest_meta("sglang"), meta("torch-2.14.1.METADATA"), today=TODAY)
+    from gpunode import pinlocks
+
+    locks = [pinlocks.read(f) for f in sorted((pinlocks.ROOT / "cu13-latest").glob("pylock.*-py31[12].toml"))]
+    lines = kbrefresh.lock_changes(before_latest, p, locks)
+    assert all("differ from cu13-b's lock" in line for line in lines)
+    text = " ".join(lines)
+    assert "sglang 0.5.17 -> 0.5.23" in text and "torch 2.11.0 -> 2.14.1" in text
+    assert sum(line.count("pylock.") for line in lines) == len(locks)      # every target named once
