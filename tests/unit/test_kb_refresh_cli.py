@@ -63,3 +63,19 @@ def test_a_release_whose_wheel_cannot_be_read_is_named():
     assert out.returncode == 2
     assert "torch-2.14.1-" in out.stderr and "files host could not be read" in out.stderr
     assert proposed() == before                              # nothing half-written
+
+
+def test_a_release_not_on_pypi_is_refused_with_the_newest_named():
+    with recorded_pypi() as base:
+        out = gpunode(base, "--no-derive", "--propose", "--release", "0.5.99")
+    assert out.returncode == 2 and "--release 0.5.99: sglang has no such release on PyPI" in out.stderr
+    assert "0.5.23" in out.stderr
+
+
+def test_a_pre_release_is_proposed_only_when_named_and_says_so():
+    """(Its wheel is not among the recorded answers, so the run then stops there, writing nothing.)"""
+    before = proposed()
+    with recorded_pypi() as base:
+        out = gpunode(base, "--no-derive", "--propose", "--release", "0.5.10rc0", "--no-lock")
+    assert "sglang 0.5.10rc0 is a pre-release; proposing anyway" in out.stdout
+    assert out.returncode == 2 and proposed() == before

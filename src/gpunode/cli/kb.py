@@ -73,6 +73,13 @@ def _releases(kb, *, propose, release, lock):
         say("kb.refresh: every sglang release is covered by a pin set: nothing to propose "
             "(--release VERSION proposes for one anyway)")
         return
+    asked = projects["sglang"].get(version)
+    if asked is None:
+        newest = [r.version for r in projects["sglang"].final()[-5:]]
+        raise InventoryError(f"--release {version}: sglang has no such release on PyPI",
+                             hint=f"its newest: {', '.join(newest)}")
+    if asked.yanked or asked.prerelease:
+        say(f"kb.refresh: note: sglang {version} is {'yanked' if asked.yanked else 'a pre-release'}; proposing anyway")
     today = time.strftime("%Y-%m-%d", time.gmtime())
     made = kbrefresh.make(kb, projects, version, today=today, say=say)
     command = shlex.join(["inv", "kb.refresh", *sys.argv[2:]]) if len(sys.argv) > 2 else "inv kb.refresh --propose"
