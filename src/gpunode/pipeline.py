@@ -20,10 +20,10 @@ from typing import Any
 
 from gpunode import roles
 from gpunode.engine import RolePlan, TargetRecap, recorded, run_target, run_targets
-from gpunode.engine.events import Emit
+from gpunode.engine.events import Emit, Start
 from gpunode.engine.lock import Owner
-from gpunode.engine.runner import Begun, begin, finish, new_run_id
-from gpunode.errors import FactError, InventoryError, StepError
+from gpunode.engine.runner import DEFAULT_STATE_DIR, Begun, begin, finish, new_run_id
+from gpunode.errors import ConnectError, FactError, InventoryError, StepError
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
 from gpunode.facts.probe import collect, gather, inline
@@ -118,12 +118,14 @@ class Planner:
 
 def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = False, diff: bool = False,
                    emit: Emit, forks: int = 4, owner: Owner | None = None,
-                   on_plan: Callable[[Planner], None] | None = None) -> list[TargetRecap]:
+                   on_plan: Callable[[Planner], None] | None = None,
+                   state_dir: str = DEFAULT_STATE_DIR) -> list[TargetRecap]:
     """Every target: lock + facts + probes in one round trip and its plan (in parallel); then,
     only when every target's facts and plan were accepted, report or apply (in parallel).
 
-    A refusal on any target (bad facts, no plan, unreachable) is raised before any target
-    changes, as prepare() does, and every lock taken is released."""
+    A target that cannot be reached (engine.begin: a ConnectError) is reported unreachable in its
+    recap and the others go on, as Ansible does; a refusal on any target (bad facts, no plan) is
+    raised before any target changes, as prepare() does, and every lock taken is released."""
     owner = owner or Owner.current(new_run_id())
     guard = threading.Lock()
 
@@ -133,7 +135,8 @@ def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = 
 
     def open_one(pair: tuple[Planner, Transport]) -> Begun:
         planner, transport = pair
-        return begin(transport, planner.prelude, check=check, diff=diff, emit=safe_emit, owner=owner)
+        return begin(transport, planner.prelude, check=check, diff=diff, emit=safe_emit, owner=owner,
+                     state_dir=state_dir)
 
     # One target (the usual no-op of one node) needs no worker thread to start and hand over to.
     pool: Executor = ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs)))) if len(pairs) > 1 else _Here()
@@ -250,6 +253,16 @@ def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callab
                                 output=output(target.name) if output else None, origins=dict(target.origins))
         jobs.append(Job(target, transport, member.facts, plan, roles.build(names, ctx)))
     return jobs
+
+
+def unreachable(target: Target, exc: ConnectError, *, check: bool, emit: Emit) -> TargetRecap:
+    """The recap of a target prepare() could not reach: reported as the engine reports one, so the
+    other targets go on (--only and --facts runs prepare every target before the engine)."""
+    recap = TargetRecap(target.name, check=check)
+    recap.stopped_by(exc)
+    emit(Start(target.name, (), 0, check))
+    emit(recap)
+    return recap
 
 
 def check_dependencies(job: Job) -> None:

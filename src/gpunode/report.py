@@ -110,7 +110,8 @@ class HumanReport:
         for name in ("target", "ok", "changed", "failed", "skipped", "time", "round trips", "result"):
             table.add_column(name, justify="left" if name in ("target", "result") else "right")
         for r in recaps:
-            result = Text("ok", style="green") if r.succeeded else Text("FAILED", style="bold red")
+            result = (Text("ok", style="green") if r.succeeded else
+                      Text("UNREACHABLE", style="bold red") if r.unreachable else Text("FAILED", style="bold red"))
             table.add_row(printable(r.target), str(r.ok), Text(str(r.changed), style="yellow" if r.changed else ""),
                           Text(str(r.failed), style="red" if r.failed else ""), str(r.skipped),
                           f"{r.duration:.1f}s", str(r.round_trips), result)
@@ -172,7 +173,7 @@ class JsonLines:
 
 
 def recap_event(recaps: Sequence[TargetRecap], *, redact: Redact = _same) -> dict[str, Any]:
-    """The final line of a --json run: totals and one entry per target."""
+    """The final line of a --json run: totals (`unreachable` counts targets) and one entry per target."""
     targets = []
     for r in recaps:
         entry = r.to_dict()
@@ -187,6 +188,7 @@ def recap_event(recaps: Sequence[TargetRecap], *, redact: Redact = _same) -> dic
         "changed": sum(r.changed for r in recaps),
         "failed": sum(r.failed for r in recaps),
         "skipped": sum(r.skipped for r in recaps),
+        "unreachable": sum(r.unreachable for r in recaps),
         "duration": round(max((r.duration for r in recaps), default=0.0), 3),
         "targets": targets,
     }

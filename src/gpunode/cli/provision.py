@@ -43,7 +43,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from gpunode.cli.session import Session
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
-    from gpunode.errors import printable
+    from gpunode.errors import ConnectError, printable
     from gpunode.fleet import provision as fleet
     from gpunode.report import HumanReport, JsonLines
     from gpunode.secrets import redact
@@ -90,15 +90,22 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                                             forks=max(forks, len(jobs)), owner=Owner.current(run_id))
             elif only or facts:
                 # --only checks its dependencies first and --facts reads a snapshot: facts before the engine.
-                jobs = []
+                jobs, lost = [], {}
                 for target in targets:
-                    jobs.append(pipeline.prepare(target, session.transport(target), only=only,
-                                                 progress=Feed(target.name, sink),
-                                                 facts_dir=Path(facts) if facts else None,
-                                                 output=_streamer(console, target.name, redact) if verbose else None))
+                    try:
+                        jobs.append(pipeline.prepare(target, session.transport(target), only=only,
+                                                     progress=Feed(target.name, sink),
+                                                     facts_dir=Path(facts) if facts else None,
+                                                     output=_streamer(console, target.name, redact) if verbose
+                                                     else None))
+                    except ConnectError as exc:  # the others go on; the recap says UNREACHABLE
+                        lost[target.name] = pipeline.unreachable(target, exc, check=check, emit=sink)
+                        continue
                     show_plan(target.name, jobs[-1].plan)
-                recaps = pipeline.provision(jobs, check=check, diff=diff or check, emit=sink, forks=forks,
-                                            owner=Owner.current(run_id))
+                done = {r.target: r for r in (pipeline.provision(jobs, check=check, diff=diff or check, emit=sink,
+                                                                 forks=forks, owner=Owner.current(run_id))
+                                              if jobs else [])}
+                recaps = [lost.get(t.name) or done[t.name] for t in targets]
             else:
                 # Lock, facts and every step's probe in one round trip per target.
                 pairs = [(pipeline.Planner(t, progress=Feed(t.name, sink),
@@ -119,8 +126,22 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
             if live is not None:
                 live.stop()
     sink.finish(recaps)
-    if any(r.failed or r.error for r in recaps):
-        raise Exit(code=2)
+    code = exit_code(recaps)
+    if code:
+        raise Exit(code=code)
+
+
+#: ansible-playbook's exit codes (its TaskQueueManager): a target that could not be reached wins
+#: over a failed one, as in Ansible's strategy plugins.
+EXIT_FAILED = 2
+EXIT_UNREACHABLE = 4
+
+
+def exit_code(recaps) -> int:
+    """0 when every target succeeded; 4 when any was unreachable; else 2 when any failed."""
+    if any(r.unreachable for r in recaps):
+        return EXIT_UNREACHABLE
+    return EXIT_FAILED if any(r.failed or r.error for r in recaps) else 0
 
 
 def _streamer(console, name: str, redact):

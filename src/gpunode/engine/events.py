@@ -77,12 +77,23 @@ class TargetRecap:
     #: Transport commands this run cost (lock, probe, applies, journal...).
     round_trips: int = 0
     error: str = ""
+    #: The target could not be reached or run commands at all (ssh refused, host key, container
+    #: stopped or missing, connection lost): Ansible's UNREACHABLE. `error` says why.
+    unreachable: bool = False
     #: The exception behind `error`, for callers that branch on its type.
     exc: BaseException | None = field(default=None, repr=False, compare=False)
 
     @property
     def succeeded(self) -> bool:
         return not self.error and self.failed == 0
+
+    def stopped_by(self, exc: BaseException) -> None:
+        """The error that stopped this target outside a step; a ConnectError makes it unreachable."""
+        from gpunode.errors import ConnectError, GpunodeError
+
+        self.error = str(exc) if isinstance(exc, GpunodeError) else f"{type(exc).__name__}: {exc}"
+        self.exc = exc
+        self.unreachable = isinstance(exc, ConnectError)
 
     def count(self, event: Event) -> None:
         setattr(self, event.status, getattr(self, event.status) + 1)
@@ -100,6 +111,7 @@ class TargetRecap:
             "duration": round(self.duration, 3),
             "round_trips": self.round_trips,
             "error": self.error,
+            "unreachable": self.unreachable,
         }
 
 

@@ -25,7 +25,7 @@ from gpunode.engine.handlers import Handler, ordered, resolve
 from gpunode.engine.journal import Entry, Pending
 from gpunode.engine.metered import Metered
 from gpunode.engine.role import RolePlan
-from gpunode.errors import GpunodeError, LockError
+from gpunode.errors import ConnectError, GpunodeError, LockError
 from gpunode.steps.base import Change, NoChange, Outcome, Step
 from gpunode.transport.base import Transport, probe_deadline
 
@@ -343,8 +343,7 @@ def run_target(
         else:
             run.apply(plans)
     except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
-        recap.error = _message(exc)
-        recap.exc = exc
+        recap.stopped_by(exc)
         # Steps that were never reported did not run.
         recap.skipped += sum(len(r.steps) for r in roles) - run.steps_reported
     finally:
@@ -377,9 +376,10 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
     """Lock, facts and every step's probe in one round trip (two when the steps' batch is not the
     one recorded on the target); the roles come from `prelude.build` on the facts. Emits nothing.
 
-    A target that another run holds comes back with `error` set (finish() reports it, as
-    run_target does); a refusal of the facts or the plan, or a target that cannot be reached,
-    is raised, with the lock released: the caller stops before any target changes."""
+    A target that another run holds, or that cannot be reached (a ConnectError: ssh refused, the
+    container stopped), comes back with `error` set: finish() reports it (unreachable), as
+    run_target does, and the other targets go on. A refusal of the facts or the plan is raised,
+    with the lock released: the caller stops before any target changes."""
     started = time.monotonic()
     metered = Metered(target)
     run = _Run(metered, [], check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()),
@@ -397,9 +397,10 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
         results, digest = recorded.results(metered, first, nonce, argvs, key=prelude.key, state_dir=state_dir,
                                            run_id=run.owner.run_id, record=not check)
         return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude, digest=digest)
-    except LockError as exc:
+    except (LockError, ConnectError) as exc:
         if held is not None:
-            held.release()
+            with contextlib.suppress(Exception):  # a lost connection may not release: the lock shell ends with it
+                held.release()
         return Begun(run, metered, None, [], started, exc)
     except BaseException:
         if held is not None:
@@ -424,8 +425,7 @@ def finish(begun: Begun) -> TargetRecap:
             if run.facts_touched and not run.stopped and held is not None and begun.prelude is not None:
                 _record_next(run, begun.prelude, begun.digest)
     except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
-        recap.error = _message(exc)
-        recap.exc = exc
+        recap.stopped_by(exc)
         recap.skipped += sum(len(r.steps) for r in run.roles) - run.steps_reported
     finally:
         if held is not None:
