@@ -269,7 +269,8 @@ def provision(inventory: Path, vmid: int | None, *args: str, host: str = "lab", 
     read, so a test can act at an exact point of the run. The process is killed at `timeout`.
     """
     ct = ["--ct", str(vmid)] if vmid is not None else []
-    which = ["--group", group] if group else ["--host", host, *ct]
+    # group: that group; host="": the targets come from -g/-l in args
+    which = ["--group", group] if group else (["--host", host, *ct] if host else [])
     argv = [str(INV), "provision", "-i", str(inventory), *which, "--json", *args]
     started = time.monotonic()
     proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

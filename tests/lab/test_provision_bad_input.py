@@ -2,7 +2,9 @@
 
 Each case runs the real CLI against the lab (a fresh container of this module, or the lab's
 stopped 202) and checks what a user sees: exit code 2, one sentence naming the host, vmid,
-folder or value, a hint, and a container exactly as it was. Most are refused while the
+folder or value, a hint, and a container exactly as it was. A container that is stopped or
+missing is a target that cannot be reached: its recap says unreachable, with that sentence and
+hint, and the run exits 4, as ansible-playbook does (tests/lab/test_unreachable_lab.py). Most are refused while the
 target is prepared (no step event at all); /dev/shm space is only known to the staging step's
 check, which must refuse before any earlier step applies.
 """
@@ -69,6 +71,18 @@ def refused(run: CliRun, *words: str) -> str:
     return message
 
 
+def unreachable(run: CliRun, *words: str) -> str:
+    """A target that cannot run commands: reported UNREACHABLE in the recap, exit 4 (Ansible's), no step."""
+    assert run.rc == 4, run.explain()
+    assert run.of("step") == [], f"steps ran on an unreachable target:\n{run.explain()}"
+    assert run.target["unreachable"] is True and run.recap["unreachable"] == 1, run.explain()
+    message = run.target["error"]
+    for word in words:
+        assert word in message, f"{word!r} not in:\n{message}"
+    assert "hint: " in message, message
+    return message
+
+
 def unchanged(box: FreshContainer, before: str) -> None:
     assert snapshot(box.sh) == before, "the container changed"
     assert not box.exists("/etc/gpunode") and not box.exists("/var/lib/gpunode")
@@ -86,13 +100,13 @@ def test_a_container_missing_from_the_inventory_lists_the_ones_it_has(inventory)
 
 def test_a_container_missing_on_the_host_says_so(inventory):
     assert containers.state(containers.Container(MISSING_VMID, "cpu", "", 0, False)) == "missing"
-    refused(provision(inventory, MISSING_VMID), f"container {MISSING_VMID} on lab does not exist", "pct list")
+    unreachable(provision(inventory, MISSING_VMID), f"container {MISSING_VMID} on lab does not exist", "pct list")
 
 
 def test_a_stopped_container_is_not_started_behind_the_users_back(inventory):
     stopped = next(c for c in containers.lab_containers() if c.vmid == paths.CT_STOPPED)
     assert containers.state(stopped) == "stopped"
-    refused(provision(inventory, paths.CT_STOPPED), f"container {paths.CT_STOPPED} on lab is not running",
+    unreachable(provision(inventory, paths.CT_STOPPED), f"container {paths.CT_STOPPED} on lab is not running",
             f"pct start {paths.CT_STOPPED}")
     assert containers.state(stopped) == "stopped"
 
