@@ -62,6 +62,9 @@ class Host:
     containers: dict[int, Container] = field(default_factory=dict)
     vars: dict[str, Any] = field(default_factory=dict)
     where: str = "?"
+    #: the connection keys the inventory sets itself (user, port): the others come from
+    #: ~/.ssh/config's Host entry for the address, as ssh and Ansible take them, else the defaults
+    given: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -308,7 +311,8 @@ def _parse_host(name: str, node: Any, where: str) -> Host:
     pve_node = _text(node, "node", what, None, r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}", "the Proxmox node name")
     return Host(name=name, address=address, port=port, user=str(user), key=key, host_key=host_key,
                 known_hosts=tuple(known), pct_path=str(pct_path), connection=connection, node=pve_node,
-                containers=containers, vars=_as_vars(node.get("vars"), "vars"), where=where)
+                containers=containers, vars=_as_vars(node.get("vars"), "vars"), where=where,
+                given=frozenset(k for k in ("user", "port") if node.get(k) is not None))
 
 
 def load(path: str | Path) -> Inventory:

@@ -18,7 +18,7 @@ from gpunode.transport.hostkeys import (
     default_known_hosts,
     revoked_error,
 )
-from gpunode.transport.ssh import close_chain, guard_hops
+from gpunode.transport.ssh import SshSettings, close_chain, connection, guard_hops
 
 
 class Peer:
@@ -30,11 +30,15 @@ class Peer:
                                  hint="a jump host named in a refusal is given with --hop, as the message shows")
         if host:
             h = load_inventory(inventory).host(host)
-            self.name, self.address, self.port, self.user = h.name, h.address, h.port, h.user
             files = [Path(p).expanduser() for p in h.known_hosts]
             self.files = files or [Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
             self.writable = files[0] if files else default_known_hosts()
-            self.conn = Connection(h.address, user=h.user, port=h.port)
+            # as the runs connect (transport/ssh.connection): ~/.ssh/config's HostName, Port, User
+            # where the inventory sets none
+            self.conn = connection(SshSettings(name=h.name, address=h.address,
+                                               port=h.port if "port" in h.given else None,
+                                               user=h.user if "user" in h.given else None))
+            self.name, self.address, self.port, self.user = h.name, self.conn.host, self.conn.port, self.conn.user
         else:
             assert hop is not None
             self.conn = Connection(hop, gateway=False)  # the hop itself is reached directly

@@ -22,7 +22,9 @@ class Session:
                     self._hosts[host.name] = LocalTransport(host.name)
                 else:
                     self._hosts[host.name] = SshTransport(SshSettings(
-                        name=host.name, address=host.address, port=host.port, user=host.user,
+                        name=host.name, address=host.address,
+                        port=host.port if "port" in host.given else None,
+                        user=host.user if "user" in host.given else None,
                         key_file=host.key, host_key=host.host_key, known_hosts=host.known_hosts))
             return self._hosts[host.name]
 

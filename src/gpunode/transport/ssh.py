@@ -7,6 +7,7 @@ chunks; stderr is read on its own thread so neither stream can stall the other.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -32,10 +33,12 @@ from gpunode.transport.hostkeys import (
 
 @dataclass(frozen=True)
 class SshSettings:
+    """port and user None: ~/.ssh/config's Port and User for the address, else 22 and root."""
+
     name: str
     address: str
-    port: int = 22
-    user: str = "root"
+    port: int | None = None
+    user: str | None = None
     key_file: str | None = None
     host_key: str | None = None  # pinned "SHA256:..." fingerprint
     known_hosts: tuple[str, ...] = ()
@@ -64,11 +67,7 @@ class SshTransport(Transport):
 
     def _open(self) -> Connection:
         s = self.settings
-        kwargs: dict = {"allow_agent": False, "look_for_keys": s.key_file is None}
-        if s.key_file:
-            kwargs["key_filename"] = [str(Path(s.key_file).expanduser())]
-        conn = Connection(s.address, user=s.user, port=s.port, connect_timeout=s.connect_timeout,
-                          connect_kwargs=kwargs)
+        conn = connection(s)
         files = [Path(p).expanduser() for p in s.known_hosts] or [
             Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
         trusted = known_hosts.load(files)
@@ -79,7 +78,7 @@ class SshTransport(Transport):
         policy = RefuseUnknown(s.name, s.host_key, revoked, known=writable)
         client.set_missing_host_key_policy(policy)
         guard_hops(conn, trusted, s.name, writable)
-        where = f"{s.user}@{s.address}:{s.port}"
+        where = f"{conn.user}@{conn.host}:{conn.port}"
         via = _hops(conn)
         try:
             conn.open()
@@ -103,15 +102,21 @@ class SshTransport(Transport):
             raise ConnectError(
                 f"authentication refused by {where}{via} ({exc})",
                 target=s.name,
-                hint=f"check user and key in the inventory (key: {s.key_file or 'default keys'})",
+                hint=f"check user and key in the inventory or ~/.ssh/config (keys tried: {keys_tried(conn)})",
             ) from None
-        except (TimeoutError, socket.gaierror, ConnectionError, OSError, paramiko.SSHException, EOFError) as exc:
+        except paramiko.SSHException as exc:
+            close_chain(conn)
+            if str(exc) != "No authentication methods available":
+                raise _unreachable(s.name, where, via, exc) from None
             raise ConnectError(
-                f"cannot reach {where}{via}: {exc}",
+                f"no key to log in to {where}{via} with: no key file, no ssh-agent (SSH_AUTH_SOCK), no ~/.ssh/id_*",
                 target=s.name,
-                hint="check that the host is up, the address and port in the inventory, and that sshd runs"
-                + (" (and the ProxyJump in ~/.ssh/config)" if via else ""),
+                hint="set `key:` for the host in the inventory, an IdentityFile in ~/.ssh/config, or load the key "
+                "into ssh-agent (ssh-add)",
             ) from None
+        except (TimeoutError, socket.gaierror, ConnectionError, OSError, EOFError) as exc:
+            close_chain(conn)
+            raise _unreachable(s.name, where, via, exc) from None
         if s.host_key and policy.seen is None:
             # The key came from known_hosts; still honour the pin.
             got = fingerprint(client.get_transport().get_remote_server_key())
@@ -254,6 +259,45 @@ class SshTransport(Transport):
 
         return Held(first_line=line, _close=close, body=body)
 
+
+
+def _unreachable(name: str, where: str, via: str, exc: BaseException) -> ConnectError:
+    return ConnectError(
+        f"cannot reach {where}{via}: {exc}",
+        target=name,
+        hint="check that the host is up, the address and port in the inventory (or ~/.ssh/config), and that sshd "
+        "runs" + (" (and the ProxyJump in ~/.ssh/config)" if via else ""),
+    )
+
+
+def connection(s: SshSettings) -> Connection:
+    """A Fabric Connection as ssh would make it: ~/.ssh/config's Host entry for the address gives
+    HostName, User, Port, IdentityFile and ProxyJump where the inventory sets none, keys held by
+    ssh-agent (SSH_AUTH_SOCK) are offered after the inventory's key, and IdentitiesOnly yes keeps
+    to the named keys. Without a key anywhere, ssh's usual ~/.ssh/id_* files are tried."""
+    kwargs: dict = {"allow_agent": True, "look_for_keys": s.key_file is None}
+    if s.key_file:
+        kwargs["key_filename"] = [str(Path(s.key_file).expanduser())]
+    conn = Connection(s.address, user=s.user, port=s.port, connect_timeout=s.connect_timeout,
+                      connect_kwargs=kwargs)
+    if s.user is None and "user" not in conn.ssh_config:
+        conn.user = "root"  # gpunode's default; Fabric's would be the local login name
+    if conn.ssh_config.get("identityfile"):
+        conn.connect_kwargs["look_for_keys"] = False  # as ssh: named keys replace the default ones
+    if str(conn.ssh_config.get("identitiesonly", "")).lower() == "yes" and conn.connect_kwargs.get("key_filename"):
+        conn.connect_kwargs["allow_agent"] = False
+    return conn
+
+
+def keys_tried(conn: Connection) -> str:
+    """What authentication offered, for the hint of a refusal (paths and the agent, never key material)."""
+    kw = conn.connect_kwargs
+    parts = [str(k) for k in kw.get("key_filename") or []]
+    if kw.get("allow_agent") and os.environ.get("SSH_AUTH_SOCK"):
+        parts.append("ssh-agent's keys")
+    if kw.get("look_for_keys"):
+        parts.append("~/.ssh/id_*")
+    return ", ".join(parts) or "none"
 
 
 def guard_hops(conn: Connection, trusted: known_hosts.Trust, name: str, writable: Path) -> None:
