@@ -31,7 +31,9 @@ from gpunode.errors import InventoryError, preview
 from gpunode.yamlsrc import Located
 
 HOST_KEYS = {"address", "port", "user", "key", "host_key", "known_hosts", "pct_path", "connection",
-             "containers", "vars", "node"}
+             "containers", "vars", "node", "become", "become_user"}
+# Ansible's boolean() spellings, for `become` (an INI inventory gives text)
+TRUE, FALSE = {"yes", "on", "1", "true", "y", "t"}, {"no", "off", "0", "false", "n", "f", ""}
 CONTAINER_KEYS = {"gpus", "vars", "name"}
 GROUP_KEYS = {"hosts", "vars"}
 TOP_KEYS = {"hosts", "groups", "vars"}
@@ -65,6 +67,9 @@ class Host:
     #: the connection keys the inventory sets itself (user, port): the others come from
     #: ~/.ssh/config's Host entry for the address, as ssh and Ansible take them, else the defaults
     given: frozenset[str] = frozenset()
+    #: log in as `user` and run every command as `become_user` through sudo (transport/become.py)
+    become: bool = False
+    become_user: str = "root"
 
 
 @dataclass(frozen=True)
@@ -281,6 +286,16 @@ def _address_hint(address: Any) -> str:
             "inventory name is not one")
 
 
+def _bool(node: Any, key: str, what: str) -> bool:
+    value = node.get(key, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str | int) and str(value).strip().lower() in TRUE | FALSE:
+        return str(value).strip().lower() in TRUE
+    raise InventoryError(f"{yamlsrc.where(node, key)}: {key} of {what} must be true or false, got {_show(value)}",
+                         hint=f"e.g. `{key}: true`")
+
+
 def _parse_host(name: str, node: Any, where: str) -> Host:
     node = node if node is not None else Located()
     _check_keys(node, HOST_KEYS, f"host {name}")
@@ -309,10 +324,16 @@ def _parse_host(name: str, node: Any, where: str) -> Host:
     key = _text(node, "key", what, None, PATH, "the path of a private key, e.g. ~/.ssh/id_ed25519")
     pct_path = _text(node, "pct_path", what, "/usr/sbin/pct", "/" + PATH, "an absolute path, e.g. /usr/sbin/pct")
     pve_node = _text(node, "node", what, None, r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}", "the Proxmox node name")
+    become = _bool(node, "become", what)
+    become_user = _text(node, "become_user", what, "root", USER, "the user sudo runs commands as, e.g. root")
+    if become and connection == "local":
+        raise InventoryError(f"{yamlsrc.where(node, 'become')}: become of {name} works over ssh only",
+                             hint="run gpunode as root on that host, or connect to it with ssh")
     return Host(name=name, address=address, port=port, user=str(user), key=key, host_key=host_key,
                 known_hosts=tuple(known), pct_path=str(pct_path), connection=connection, node=pve_node,
                 containers=containers, vars=_as_vars(node.get("vars"), "vars"), where=where,
-                given=frozenset(k for k in ("user", "port") if node.get(k) is not None))
+                given=frozenset(k for k in ("user", "port") if node.get(k) is not None), become=become,
+                become_user=str(become_user))
 
 
 def load(path: str | Path) -> Inventory:

@@ -4,7 +4,7 @@
 Ansible's connection variables are honoured wherever Ansible honours them: on
 a host and in the `vars:` of any group it belongs to (the host wins over its
 groups, a child group over its parent). A connection variable gpunode has no
-equivalent for (a password, ProxyCommand arguments, become) is refused rather
+equivalent for (a password, ProxyCommand arguments, a become method but sudo) is refused rather
 than ignored, because ignoring it would connect somewhere or as someone the
 user did not mean.
 """
@@ -22,7 +22,11 @@ from gpunode.yamlsrc import Located
 CONNECTION = {"ansible_host": "address", "ansible_ssh_host": "address", "ansible_port": "port",
               "ansible_ssh_port": "port", "ansible_user": "user", "ansible_ssh_user": "user",
               "ansible_ssh_private_key_file": "key", "ansible_private_key_file": "key",
-              "ansible_connection": "connection"}
+              "ansible_connection": "connection", "ansible_become": "become", "ansible_become_user": "become_user",
+              "ansible_become_method": "become_method"}
+# Where a password goes instead of the inventory (transport/become.py)
+PASSWORDS = {"ansible_become_password", "ansible_become_pass", "ansible_password", "ansible_ssh_pass",
+             "ansible_ssh_password"}
 # How Ansible runs its modules; gpunode runs no Ansible modules, so these change nothing.
 IGNORED = {"ansible_python_interpreter"}
 CONNECTIONS = {"ssh": "ssh", "paramiko": "ssh", "smart": "ssh", "local": "local"}
@@ -53,16 +57,27 @@ def connection_vars(node: Any, what: str, host_keys: set[str]) -> tuple[Located,
                     raise InventoryError(f"{yamlsrc.where(node, key)}: {key}={value!r} of {what} is not a "
                                          "connection gpunode has", hint="use ssh (or paramiko/smart) or local")
                 value = CONNECTIONS[value]
+            if name == "become_method":
+                if value != "sudo":
+                    raise InventoryError(f"{yamlsrc.where(node, key)}: {key}={value!r} of {what}: gpunode becomes "
+                                         "root with sudo only", hint="use sudo, or log in as root and drop become")
+                continue
             if name in conn and conn[name] != value:
                 raise InventoryError(f"{yamlsrc.where(node, key)}: {what} sets {name} twice ({key} and an alias)",
                                      hint="keep one of them")
             conn[name] = value
             conn.key_lines[name] = line
+        elif key in PASSWORDS:
+            raise InventoryError(
+                f"{yamlsrc.where(node, key)}: {key} of {what}: gpunode reads no password from the inventory",
+                hint="log in with a key (ssh-agent works); for sudo's password pass -K (--ask-become-pass) or set "
+                "$GPUNODE_BECOME_PASSWORD. Remove the setting")
         elif str(key).startswith("ansible_") and key not in IGNORED:
             raise InventoryError(
                 f"{yamlsrc.where(node, key)}: {key} of {what} has no equivalent in gpunode",
                 hint="gpunode understands " + ", ".join(sorted(CONNECTION)) + "; it logs in with a key as "
-                "that user (no passwords, no become); put jump hosts in ~/.ssh/config. Remove the setting")
+                "that user (sudo for become; no passwords in the inventory); put jump hosts in ~/.ssh/config. "
+                "Remove the setting")
         elif key in IGNORED:
             continue
         elif key in host_keys:
