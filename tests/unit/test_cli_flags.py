@@ -23,7 +23,8 @@ H200 = ROOT / "tests" / "data" / "snapshots" / "h200"  # recorded: see its READM
 
 # letter -> the long option it stands for, in every task that has that option
 ANSIBLE = {"C": "check", "D": "diff", "l": "limit", "e": "set", "i": "inventory", "f": "forks", "v": "verbose",
-           "t": "only", "T": "timeout"}  # -t is ansible-playbook's --tags (run only these), -T its --timeout
+           "t": "only", "T": "timeout", "K": "ask-become-pass"}  # -t is ansible-playbook's --tags (run only
+# these), -T its --timeout, -K its --ask-become-pass
 OWN = {"g": "group", "j": "json", "y": "yes"}
 LETTERS = {**ANSIBLE, **OWN}
 # options that take a whole number

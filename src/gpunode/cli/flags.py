@@ -14,11 +14,11 @@ from typing import Any
 from invoke import Task
 from invoke.parser import Argument
 
-# long option -> its short flag. ansible-playbook's: -C -D -l -e -i -f -v -t (its --tags:
+# long option -> its short flag. ansible-playbook's: -C -D -l -e -i -f -v -K -t (its --tags:
 # run only these parts) -T (--timeout); gpunode's own: -g, -j, -y.
 SHORT = {
     "check": "C", "diff": "D", "limit": "l", "set": "e", "inventory": "i", "forks": "f", "verbose": "v",
-    "only": "t", "timeout": "T", "group": "g", "json": "j", "yes": "y",
+    "only": "t", "timeout": "T", "group": "g", "json": "j", "yes": "y", "ask-become-pass": "K",
 }
 
 # Options that take a whole number: `--help` shows them as INT. Their text reaches the task as

@@ -23,6 +23,7 @@ HELP = {
     "facts": "use a saved facts snapshot instead of probing (plan only; implies --check)",
     "commands": "print the exact commands each change would run (implies --check; steps whose apply is a "
                 "fixed list of commands: files, directories, links, units, services)",
+    "ask-become-pass": "ask once for the sudo password of hosts with become (else $GPUNODE_BECOME_PASSWORD)",
     "verbose": "stream what long steps print on the target (installer, staging, readiness), each line "
                "prefixed with the target; -vvv also shows the traceback of an internal error",
 }
@@ -30,7 +31,8 @@ HELP = {
 
 @task(iterable=["set_"], help=HELP)
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
-              inventory=None, set_=None, forks=None, facts=None, verbose=0, commands=False, limit=None):
+              inventory=None, set_=None, forks=None, facts=None, verbose=0, commands=False, limit=None,
+              ask_become_pass=False):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
     # Imported here, not at the top: `inv --list` and `inv --help` must not pay for SSH, the
     # resolver and the templates (tests/unit/test_cli_import_light.py).
@@ -56,6 +58,10 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     fleet.check_members(targets, every)
     # A target that only holds a fleet router gets the router's run alone (provision_fleets).
     targets = [t for t in targets if not t.vars.get("fleet_router_only")]
+    if ask_become_pass:
+        from gpunode import become
+
+        become.ask()  # once, before any target is contacted, as ansible-playbook -K
     check = check or bool(facts) or commands
     console = Console(stderr=True) if json else Console()
     run_id = new_run_id()

@@ -25,6 +25,7 @@ class Session:
                         name=host.name, address=host.address,
                         port=host.port if "port" in host.given else None,
                         user=host.user if "user" in host.given else None,
+                        become=host.become, become_user=host.become_user,
                         key_file=host.key, host_key=host.host_key, known_hosts=host.known_hosts))
             return self._hosts[host.name]
 

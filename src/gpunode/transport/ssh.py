@@ -22,6 +22,7 @@ from gpunode import shell
 from gpunode.errors import ConnectError, HostKeyError
 from gpunode.transport import known_hosts
 from gpunode.transport.base import CHUNK, Deadline, Held, Sink, Stdin, Transport, feed, probe_deadline, read_held
+from gpunode.transport.become import Sudo
 from gpunode.transport.hostkeys import (
     RefuseUnknown,
     default_known_hosts,
@@ -43,6 +44,9 @@ class SshSettings:
     host_key: str | None = None  # pinned "SHA256:..." fingerprint
     known_hosts: tuple[str, ...] = ()
     connect_timeout: float = 10.0
+    #: log in as `user`, run every command as `become_user` through sudo (Ansible's become)
+    become: bool = False
+    become_user: str = "root"
 
 
 KILL_AFTER = 5  # seconds between timeout's SIGTERM and its SIGKILL on the target
@@ -55,6 +59,7 @@ class SshTransport(Transport):
         self._conn: Connection | None = None
         self._lock = threading.Lock()
         self.commands_run = 0
+        self._sudo: Sudo | None = None  # how commands escalate, found once a connection is open
 
     # -- connection --------------------------------------------------------------
 
@@ -63,6 +68,13 @@ class SshTransport(Transport):
             if self._conn is not None and self._conn.is_connected:
                 return self._conn.client
             self._conn = self._open()
+            if self.settings.become and self._sudo is None:
+                try:
+                    self._sudo = Sudo.find(self._conn.client, self.settings)
+                except BaseException:
+                    close_chain(self._conn)
+                    self._conn = None
+                    raise
             return self._conn.client
 
     def _open(self) -> Connection:
@@ -153,7 +165,10 @@ class SshTransport(Transport):
             if transport is None:  # _client() connects; None means it closed since
                 raise paramiko.SSHException("the connection is closed")
             chan = transport.open_session()
-            chan.exec_command(shell.join(argv))
+            sudo = self._sudo
+            chan.exec_command(shell.join(sudo.wrap(argv) if sudo else argv))
+            if sudo is not None and sudo.password is not None:
+                chan.sendall(sudo.password.encode() + b"\n")  # sudo -S reads one line; the rest is the command's
         except (paramiko.SSHException, EOFError, OSError) as exc:
             self._conn = None
             raise ConnectError(f"lost the SSH connection to {self.settings.address}: {exc}",

@@ -1,0 +1,108 @@
+"""Become: log in as a user with sudo and run every command as root (Ansible's become, sudo only).
+
+Found once per connection (one extra command): `sudo -n -u U -- true` says whether sudo needs a
+password. Without one, commands run as `sudo -n -u U -- ARGV`. With one, the password (-K, or
+$GPUNODE_BECOME_PASSWORD: gpunode/become.py) is checked once by `sudo -k -S -p '' -u U -- true`,
+and each command runs as `sudo -k -S -p '' -u U -- ARGV` with the password as the first line of
+its stdin: sudo reads that line one byte at a time and the command gets the rest. `-k` makes sudo
+ask every time, so the line is never left for the command by a cached credential. The password
+is never on a command line, in an error or a log (it is registered as a secret).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpunode.errors import ConnectError
+
+if TYPE_CHECKING:
+    import paramiko
+
+    from gpunode.transport.ssh import SshSettings
+
+SUDO = "sudo"
+NEEDS_PASSWORD = ("a password is required", "a terminal is required")
+# sudo asks for the password before it looks at the rules: these come after a right one
+NOT_ALLOWED = ("is not in the sudoers file", "is not allowed to execute", "may not run sudo")
+
+
+@dataclass(frozen=True)
+class Sudo:
+    user: str
+    password: str | None
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        if self.password is None:
+            return [SUDO, "-n", "-u", self.user, "--", *argv]
+        return [SUDO, "-k", "-S", "-p", "", "-u", self.user, "--", *argv]
+
+    @classmethod
+    def find(cls, client: paramiko.SSHClient, s: SshSettings) -> Sudo:
+        from gpunode import become
+
+        who = f"{s.user or 'the login user'}@{s.address}"
+        code, err = _run(client, cls(s.become_user, None).wrap(["true"]), None)
+        if code == 0:
+            return cls(s.become_user, None)
+        if not any(m in err for m in NEEDS_PASSWORD):
+            raise ConnectError(f"become: `sudo -u {s.become_user}` as {who} failed (exit {code})", target=s.name,
+                               evidence=err.strip()[-2000:],
+                               hint="give the login user sudo rights on the host (a sudoers rule), install sudo, "
+                               "or log in as root and drop become")
+        password = become.password()
+        if password is None:
+            raise ConnectError(f"become: sudo on {s.address} needs {s.user or 'the login user'}'s password",
+                               target=s.name, hint=f"pass -K (--ask-become-pass) to be asked once, or set "
+                               f"${become.ENV}; or allow the login user sudo without a password (NOPASSWD)")
+        sudo = cls(s.become_user, password)
+        code, err = _run(client, sudo.wrap(["true"]), password)
+        if code != 0 and any(m in err for m in NOT_ALLOWED):
+            raise ConnectError(f"become: {s.user or 'the login user'} may not `sudo -u {s.become_user}` on "
+                               f"{s.address}", target=s.name, evidence=_without(err, password).strip()[-2000:],
+                               hint="give the login user sudo rights on the host (a sudoers rule), or log in as "
+                               "root and drop become")
+        if code != 0:
+            raise ConnectError(f"become: sudo on {s.address} refused the password for {s.user or 'the login user'}",
+                               target=s.name, evidence=_without(err, password)[-2000:],
+                               hint=f"check the password given with -K or ${become.ENV}")
+        return sudo
+
+
+def _without(text: str, secret: str) -> str:
+    return text.replace(secret, "***") if secret else text
+
+
+def _run(client: paramiko.SSHClient, argv: list[str], password: str | None) -> tuple[int, str]:
+    """One command on an open connection, outside the transport's counting: (exit code, stderr)."""
+    from gpunode import shell
+
+    transport = client.get_transport()
+    if transport is None:
+        raise ConnectError("the SSH connection closed while checking sudo", hint="re-run")
+    import paramiko
+
+    try:
+        return _exchange(transport.open_session(), shell.join(argv), password)
+    except (TimeoutError, OSError, EOFError, paramiko.SSHException) as exc:
+        raise ConnectError(f"checking sudo failed: {type(exc).__name__}", hint="re-run") from None
+
+
+def _exchange(chan: paramiko.Channel, line: str, password: str | None) -> tuple[int, str]:
+    try:
+        chan.settimeout(30)
+        chan.exec_command(line)
+        if password is not None:
+            chan.sendall(password.encode() + b"\n")
+        chan.shutdown_write()
+        err = b""
+        while True:
+            data = chan.recv_stderr(4096)
+            if not data:
+                break
+            err += data
+        code = chan.recv_exit_status()
+    finally:
+        chan.close()
+    return code, err.decode(errors="replace")
