@@ -75,8 +75,9 @@ class Sshd:
             self.proc.wait(timeout=10)
 
 
-def start_sshd(folder: Path, address: str, authorized: Path, forwarding: bool = False) -> Sshd:
-    """An sshd for root, by key only, on address:<free port>; stop() ends it."""
+def start_sshd(folder: Path, address: str, authorized: Path, forwarding: bool = False,
+               users: tuple[str, ...] = ("root",)) -> Sshd:
+    """An sshd for root (or `users`), by key only, on address:<free port>; stop() ends it."""
     folder.mkdir(parents=True, exist_ok=True)
     host_key = folder / "host_key"
     keygen(host_key)
@@ -89,7 +90,7 @@ HostKey {host_key}
 PidFile none
 AuthorizedKeysFile {authorized}
 StrictModes no
-AllowUsers root
+AllowUsers {' '.join(users)}
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
