@@ -56,7 +56,7 @@ def test_a_dead_host_is_unreachable_and_the_other_target_converges(tmp_path: Pat
     assert (tmp_path / "etc" / "x.conf").read_text() == "x\n", "the reachable target was not provisioned"
     assert live.succeeded and live.changed == 2 and not live.unreachable
     assert dead.unreachable and not dead.succeeded
-    assert "cannot reach root@127.0.0.1:" in dead.error and "Unable to connect to port" in dead.error
+    assert "cannot reach root@127.0.0.1:" in dead.error and "Connection refused" in dead.error
     assert exit_code(recaps) == 4
     recap = lines[-1]
     assert recap["type"] == "recap" and recap["unreachable"] == 1 and recap["succeeded"] is False

@@ -277,6 +277,10 @@ class SshTransport(Transport):
 
 
 def _unreachable(name: str, where: str, via: str, exc: BaseException) -> ConnectError:
+    if isinstance(exc, paramiko.ssh_exception.NoValidConnectionsError):
+        # paramiko's own text is "[Errno None] Unable to connect to port 22 on 10.0.0.5"; the
+        # socket's error per address says what happened ("[Errno 111] Connection refused")
+        exc = OSError("; ".join(dict.fromkeys(str(e) for e in exc.errors.values())) or str(exc))
     return ConnectError(
         f"cannot reach {where}{via}: {exc}",
         target=name,
