@@ -72,7 +72,8 @@ def test_an_ini_fleet_drives_the_cli(tmp_path, capsys):
 
 @pytest.mark.parametrize("text,message", [
     ("[gpu]\nweb[01:20]\n", "hosts.ini:2: 'web[01:20]' is not a host name (host ranges"),
-    ("[gpu]\nbox ansible_password=hunter2secret\n", "hosts.ini:2: ansible_password of host box: gpunode reads no password from the inventory"),
+    ("[gpu]\nbox ansible_password=hunter2secret\n",
+     "hosts.ini:2: ansible_password of host box: gpunode reads no password from the inventory"),
     ("[gpu:children]\ncpu\n", "[gpu:children] names group 'cpu', which is declared nowhere"),
     ("[gpu:vars]\nx=1\n", "[gpu:vars] is for group 'gpu', which is declared nowhere"),
     ("[gpu:hostvars]\n", "hosts.ini:1: section [gpu:hostvars] has an unknown type"),
