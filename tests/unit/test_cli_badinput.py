@@ -142,7 +142,7 @@ ROWS = [
     ("ansible-childen-typo", inv("all:\n  childen:\n    gpu: {hosts: {lab: }}\n"), PROVISION,
      ["inv/hosts.yml:2: unknown key 'childen' in group all", "did you mean 'children'?"]),
     ("ansible-password", inv("all:\n  hosts:\n    lab: {ansible_host: 127.0.0.1, ansible_password: " + SECRET + "}\n"),
-     PROVISION, ["inv/hosts.yml:3: ansible_password of host lab has no equivalent in gpunode"]),
+     PROVISION, ["inv/hosts.yml:3: ansible_password of host lab: gpunode reads no password from the inventory"]),
     ("ansible-group-ssh-args", inv("all:\n  vars:\n    ansible_ssh_common_args: -J jump\n  hosts: {lab: }\n"),
      PROVISION, ["inv/hosts.yml:3: ansible_ssh_common_args of group all has no equivalent"]),
     ("ansible-groups-disagree", inv("all:\n  children:\n    a: {vars: {ansible_user: x}, hosts: {lab: }}\n"
