@@ -62,7 +62,7 @@ def test_a_wrong_type_in_the_inventory_names_the_variable_file_and_line(tmp_path
 
 
 def test_a_wrong_type_from_set_says_set(tmp_path):
-    text = refusal(tmp_path, "profile: x", {"gpus": "0,x,1"})
+    text = refusal(tmp_path, "mem_fraction: 0.9", {"gpus": "0,x,1"})
     assert "variable gpus='0,x,1' (from --set)" in text and "hint: fix gpus at --set" in text
 
 

@@ -157,10 +157,10 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
                                  hint=f"quote it as text (--set '{key}=\"...\"') or fix the brackets; "
                                  "lists are written [0, 1]") from None
     register_vars(out)  # before anything can quote a value: inv resolve --nvidia-smi has no inventory
-    from gpunode.roles import varspec
+    from gpunode import variables
 
-    # Typed here too, not only after layering: `inv resolve --facts` has no target to layer onto.
-    varspec.check(out, origins)
+    # Checked here too, not only after layering: `inv resolve --facts` has no target to layer onto.
+    variables.check(out, origins)
     return out
 
 
@@ -184,8 +184,7 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
                    overrides: dict[str, Any], limit: str | None = None) -> list[inventory.Target]:
     """--host H [--ct N], --group G and/or --limit PATTERN -> targets, with every role's defaults as the
     lowest layer. --limit narrows what --host or --group chose, or chooses among every target."""
-    from gpunode import hostpatterns, roles
-    from gpunode.roles import varspec
+    from gpunode import hostpatterns, roles, variables
 
     defaults = roles.defaults()
     for h in inv.hosts.values():
@@ -219,5 +218,5 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
             raise InventoryError(f"--limit {limit!r} leaves no target", hint="check its ! and & parts")
     targets = [inv.target(h, vmid, overrides, defaults) for h, vmid in keys]
     for t in targets:  # once, after every layer: role defaults < inventory < --set
-        varspec.check(t.vars, t.origins, t.name)
+        variables.check(t.vars, t.origins, t.name)
     return targets

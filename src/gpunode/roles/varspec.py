@@ -21,7 +21,6 @@ Types (the right-hand side in types.yml):
 
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 import shlex
@@ -32,18 +31,12 @@ from typing import Any
 
 import yaml
 
-from gpunode.errors import InventoryError, preview
-from gpunode.secrets import is_secret_name
+from gpunode.errors import preview
 from gpunode.steps.unitfmt import control_chars
 
 ROLES = ("base", "engine", "cuda_fixes", "weights", "servers", "demo")
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-# Wider than secrets.is_secret_name on purpose: a misspelled secret (server_api_kye, vault_api_key)
-# must still be recognised as one to be refused.
-_SECRETISH = re.compile(r"token|secret|passw|api_?k|apik|vault|credential", re.I)
 
 
 class Bad(Exception):
@@ -248,29 +241,7 @@ def declared(roles: tuple[str, ...] = ROLES) -> dict[str, tuple[str, str]]:
 
 
 def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None, target: str = "") -> None:
-    """Refuse the first declared variable whose value does not fit its type, and a secret-looking
-    variable no role declares (a misspelled server_api_key would leave the servers without auth)."""
-    origins = origins or {}
-    known = declared()
-    for name in variables:
-        if _SECRETISH.search(str(name)) and name not in known:
-            where = origins.get(name) or "the inventory"
-            close = difflib.get_close_matches(str(name).lower(), [n for n in known if is_secret_name(n)], n=1,
-                                              cutoff=0.5)
-            raise InventoryError(f"variable {str(name)[:60]} (from {where}) looks like a secret, but no role reads "
-                                 "it: its value would be dropped without a word", target=target,
-                                 hint=(f"did you mean {close[0]}? " if close else "")
-                                 + f"rename or remove it at {where}; the secrets gpunode passes on: "
-                                 + ", ".join(n for n in known if is_secret_name(n)))
-    for name, (spec, role) in declared().items():
-        if name not in variables or variables[name] is None:
-            continue
-        value = variables[name]
-        try:
-            checker(spec)(value)
-        except Bad as exc:
-            where = origins.get(name) or f"roles/{role}/defaults.yml"
-            # Arguments may carry an API key (--api-key ...): name them, do not print them.
-            shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={preview(value)}"
-            raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
-                                 target=target, hint=f"fix {name} at {where}") from None
+    """The registry's check (gpunode/variables.py): unknown names, then types."""
+    from gpunode import variables as registry
+
+    registry.check(variables, origins, target)

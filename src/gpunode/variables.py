@@ -1,0 +1,216 @@
+"""The one registry of variables: every name a role, the resolver, the facts probe or onboard
+reads, with its type, where it is declared and its default.
+
+It is built from declarations, never from code: each role's roles/<role>/types.yml, and the
+same form for the resolver (resolve/types.yml), the facts probe (facts/types.yml) and onboard
+(pve/types.yml). A name declared by two readers must have one type in both.
+
+`check(variables, origins, target)` is the one check every task runs (cli/common.py: on --set and
+-e @file as they are read, and on each target's variables once they are layered): a name the
+registry does not know is refused with "did you mean", and a known one whose value does not fit
+its type is refused; both name where the value was set (file:line, --set or a role's defaults).
+
+    python -m gpunode.variables     # rewrite docs/variables.md from the registry
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpunode.errors import InventoryError, preview
+from gpunode.roles import varspec
+from gpunode.secrets import is_secret_name
+
+# (who reads them, package, file) beside the roles' own types.yml
+READERS = (("resolver", "gpunode.resolve", "types.yml"), ("facts", "gpunode.facts", "types.yml"),
+           ("onboard", "gpunode.pve", "types.yml"))
+DOC = Path(__file__).resolve().parents[2] / "docs" / "variables.md"
+
+# Wider than secrets.is_secret_name on purpose: a misspelled secret (server_api_kye, vault_api_key)
+# must still be recognised as one, so that its refusal lists the secrets gpunode passes on.
+_SECRETISH = re.compile(r"token|secret|passw|api_?k|apik|vault|credential", re.I)
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    type: str
+    readers: tuple[str, ...]  # roles by name, then "resolver", "facts", "onboard"
+    declared: str             # where its type is written, for messages and the doc
+
+
+def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 1:
+        raise varspec.Bad("is not a number between 0 and 1 (exclusive), e.g. 0.85")
+    return float(value)
+
+
+def _python(value: Any) -> str:
+    if isinstance(value, float):  # YAML reads `python: 3.10` as the number 3.1: refuse rather than guess
+        raise varspec.Bad("is a number; YAML turned the version into one: quote it, python: \"3.10\"")
+    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}", value):
+        raise varspec.Bad("is not a Python version: give major.minor, e.g. 3.12 (quoted in YAML: python: \"3.12\")")
+    return value
+
+
+def _version(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise varspec.Bad("is a number; YAML turned the version into one: quote it, e.g. \"0.5.10\"")
+    return varspec.SIMPLE["word"](value)
+
+
+def _cores(value: Any) -> Any:
+    """CPU ids: a list, one number or "0,2,4" (from --set)."""
+    items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+    if isinstance(items, str):
+        parts = [p.strip() for p in items.split(",")]
+        if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts):
+            raise varspec.Bad("must be whole numbers separated by commas, e.g. 0,1")
+        items = [int(p) for p in parts]
+    if not isinstance(items, list) or not items:
+        raise varspec.Bad("must be a list of CPU ids, e.g. [0, 1]")
+    for x in items:
+        try:
+            varspec.checker("int 0..1048575")(x)
+        except varspec.Bad as exc:
+            raise varspec.Bad(f"holds {preview(x)}, which {exc}") from None
+    return value
+
+
+def _switch(value: Any) -> Any:
+    if value in (True, False) or value in ("auto", "true", "false"):
+        return value
+    raise varspec.Bad("is not one of 'auto', 'true', 'false'")
+
+
+def _mapping(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise varspec.Bad(f"is a {type(value).__name__}, not a mapping of settings")
+    return value
+
+
+# Types beyond varspec's, for the resolver's and onboard's variables.
+MORE: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "fraction": (_fraction, "a number between 0 and 1"),
+    "python": (_python, "a Python version such as \"3.12\""),
+    "version": (_version, "a version such as \"0.5.10\""),
+    "cores": (_cores, "CPU ids, e.g. [0, 1]"),
+    "switch": (_switch, "auto, true or false"),
+    "mapping": (_mapping, "a mapping of settings"),
+}
+
+
+def checker(spec: str) -> Callable[[Any], Any]:
+    return MORE[spec][0] if spec in MORE else varspec.checker(spec)
+
+
+def describe(spec: str) -> str:
+    return MORE[spec][1] if spec in MORE else varspec.describe(spec)
+
+
+def _read(package: str, *parts: str) -> dict[str, str]:
+    resource = files(package).joinpath(*parts)
+    return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
+
+
+@cache
+def registry() -> dict[str, Variable]:
+    """{name: Variable} over every role's types.yml and the other readers' declarations."""
+    sources = [(role, f"roles/{role}/types.yml", _read("gpunode.roles", role, "types.yml"))
+               for role in varspec.ROLES]
+    sources += [(who, f"{package.removeprefix('gpunode.')}/{name}", _read(package, name))
+                for who, package, name in READERS]
+    out: dict[str, Variable] = {}
+    for reader, path, types in sources:
+        for name, spec in types.items():
+            checker(spec)  # an unknown type name is a bug of the declaration: fail here, not at a user
+            seen = out.get(name)
+            if seen is None:
+                out[name] = Variable(name, spec, (reader,), path)
+            elif seen.type != spec:
+                raise ValueError(f"variable {name} is {seen.type!r} in {seen.declared} but {spec!r} in {path}")
+            else:
+                out[name] = Variable(name, spec, (*seen.readers, reader), seen.declared)
+    return out
+
+
+def _unknown(name: Any, where: str, target: str) -> InventoryError:
+    known = registry()
+    shown = str(name)[:60]
+    if _SECRETISH.search(str(name)):
+        secrets = [n for n in known if is_secret_name(n)]
+        close = difflib.get_close_matches(str(name).lower(), secrets, n=1, cutoff=0.5)
+        return InventoryError(f"variable {shown} (from {where}) looks like a secret, but no role reads it: its value "
+                              "would be dropped without a word", target=target,
+                              hint=(f"did you mean {close[0]}? " if close else "") + f"rename or remove it at {where}; "
+                              "the secrets gpunode passes on: " + ", ".join(secrets))
+    close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
+    return InventoryError(f"variable {shown} (from {where}) is not one gpunode knows: no role, the resolver or the "
+                          "facts probe reads it", target=target,
+                          hint=(f"did you mean {close[0]}? " if close else "") + f"rename or remove it at {where}; "
+                          "every variable is listed in docs/variables.md")
+
+
+def check(variables: Mapping[Any, Any], origins: Mapping[Any, str] | None = None, target: str = "",
+          default_where: str = "the inventory") -> None:
+    """Refuse the first unknown name, then the first value that does not fit its type."""
+    origins = origins or {}
+    known = registry()
+    for name in variables:
+        if name not in known:
+            raise _unknown(name, origins.get(name) or default_where, target)
+    for name, value in variables.items():
+        if value is None:
+            continue
+        spec = known[name].type
+        try:
+            checker(spec)(value)
+        except varspec.Bad as exc:
+            where = origins.get(name) or default_where
+            # Arguments may carry an API key (--api-key ...): name them, do not print them.
+            shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={preview(value)}"
+            raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
+                                 target=target, hint=f"fix {name} at {where}") from None
+
+
+def render() -> str:
+    """docs/variables.md: every variable, its type, default and readers."""
+    import dataclasses
+    import json
+
+    from gpunode import roles
+    from gpunode.resolve.choices import Choices
+
+    defaults = {**{f.name: f.default for f in dataclasses.fields(Choices)}, **roles.defaults(varspec.ROLES)}
+    lines = ["# Variables", "",
+             "<!-- Rendered from the registry (src/gpunode/variables.py) by `python -m gpunode.variables`; "
+             "do not edit by hand. -->", "",
+             "Every variable gpunode reads, from each role's `types.yml` and the resolver's, the facts probe's and",
+             "onboard's declarations (`resolve/types.yml`, `facts/types.yml`, `pve/types.yml`). A name not listed",
+             "here is refused wherever it is set (`--set`, `-e @file`, `vars:`, `group_vars/`, `host_vars/`, an",
+             "INI inventory), with the closest known name; a value of the wrong type is refused at the file and",
+             "line that set it. Meanings: each role's README and `defaults.yml`, and docs/resolve.md.", "",
+             "| variable | type | default | read by |", "| --- | --- | --- | --- |"]
+    for name in sorted(registry()):
+        v = registry()[name]
+        default = defaults.get(name)
+        shown = "" if default is None else f"`{json.dumps(default)}`"
+        if is_secret_name(name) and default:
+            shown = "(secret)"
+        lines.append(f"| `{name}` | {describe(v.type).replace('|', chr(92) + '|')} | {shown} | "
+                     f"{', '.join(v.readers)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    DOC.write_text(render())
+    print(f"wrote {DOC}")
