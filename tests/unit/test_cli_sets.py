@@ -29,7 +29,7 @@ def test_a_python_version_that_yaml_turned_into_a_number_is_refused():
     from gpunode.errors import InventoryError
     from gpunode.resolve.choices import from_vars
 
-    with pytest.raises(InventoryError, match=r"python=3.1 is a number") as err:
+    with pytest.raises(InventoryError, match=r"python=3.1 \(from .+\) is a number") as err:
         from_vars({"python": 3.1})
-    assert 'python: "3.10"' in err.value.hint
+    assert 'quote it, python: "3.10"' in err.value.message
     assert from_vars({"python": "3.10"}).python == "3.10"
