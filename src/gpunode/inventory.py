@@ -385,7 +385,7 @@ def load(path: str | Path) -> Inventory:
         if g != "all" and g not in groups:
             raise InventoryError(f"{folder / 'group_vars' / g}.yml is for unknown group {g!r}",
                                  hint=_suggest(g, groups) or "rename the file or declare the group")
-        group_vars[g] = merge(group_vars[g], v) if group_vars.get(g) else v
+        group_vars[g] = yamlsrc.overlay(group_vars[g], v, values=merge(group_vars[g], v)) if group_vars.get(g) else v
     host_vars = _var_files(folder / "host_vars")
     for name in host_vars:
         if name not in hosts:

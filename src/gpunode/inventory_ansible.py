@@ -45,9 +45,9 @@ def _new(like: Any) -> Located:
     return out
 
 
-def connection_vars(node: Any, what: str, host_keys: set[str]) -> tuple[Located, dict[str, Any]]:
+def connection_vars(node: Any, what: str, host_keys: set[str]) -> tuple[Located, Located]:
     """Split a host's settings or a group's vars into (gpunode host keys, plain variables)."""
-    conn, plain = _new(node), {}
+    conn, plain = _new(node), _new(node)
     for key, value in node.items():
         line = node.key_lines.get(key, 0) if isinstance(node, Located) else 0
         if key in CONNECTION:
@@ -85,6 +85,7 @@ def connection_vars(node: Any, what: str, host_keys: set[str]) -> tuple[Located,
             conn.key_lines[key] = line
         else:
             plain[key] = value
+            plain.key_lines[key] = line
     return conn, plain
 
 
@@ -121,7 +122,7 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
                 merged[key] = value
                 merged.key_lines[key] = layer.key_lines.get(key, 0)
         if plain:
-            group_vars[group] = {**group_vars.get(group, {}), **plain}
+            group_vars[group] = yamlsrc.overlay(group_vars.get(group, {}), plain)
         members: list[str] = []
         hosts = body.get("hosts") or {}
         if not isinstance(hosts, dict):
@@ -191,5 +192,5 @@ def _host_node(name: str, settings: Any, chain: list[tuple[str, Located]], host_
         out[key] = value
         out.key_lines[key] = own.key_lines.get(key, 0)
     if plain:
-        out["vars"] = {**plain, **(own.get("vars") or {})}
+        out["vars"] = yamlsrc.overlay(plain, own.get("vars") or {})
     return out

@@ -133,6 +133,29 @@ def where(node: Any, key: Any = None, fallback: str = "?") -> str:
     return node.where(key) if isinstance(node, Located) else fallback
 
 
+def file_of(node: Any, key: Any, fallback: str = "?") -> str:
+    """The file that set key in a mapping read by load() (or joined by overlay())."""
+    if not isinstance(node, Located):
+        return fallback
+    return (node.key_files or {}).get(key, node.file)
+
+
+def overlay(*layers: Any, values: dict[Any, Any] | None = None) -> Located:
+    """Mappings layered, later wins (or `values`, when the caller merges nested mappings itself),
+    each key keeping the file and line of the layer that set it last: variables from hosts.yml and
+    group_vars/g.yml, or from a group and its host, joined without losing where each came from."""
+    out = Located()
+    first = next((layer for layer in layers if isinstance(layer, Located)), None)
+    out.file, out.line = (first.file, first.line) if first is not None else ("?", 0)
+    out.key_lines, out.key_files = {}, {}
+    out.update(values if values is not None else {k: v for layer in layers for k, v in layer.items()})
+    for layer in layers:
+        for key in layer:
+            out.key_lines[key] = line_of(layer, key)
+            out.key_files[key] = file_of(layer, key, out.file)
+    return out
+
+
 def line_of(node: Any, key: Any) -> int:
     """The line of key in a mapping read by load(); 0 for a mapping made in code."""
     return node.key_lines.get(key, 0) if isinstance(node, Located) else 0
