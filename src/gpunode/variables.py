@@ -114,7 +114,14 @@ def checker(spec: str) -> Callable[[Any], Any]:
 
 
 def describe(spec: str) -> str:
-    return MORE[spec][1] if spec in MORE else varspec.describe(spec)
+    if spec in MORE:
+        return MORE[spec][1]
+    kind, _, arg = spec.partition(" ")
+    if kind == "int":
+        return f"a whole number {arg}"
+    if kind == "choice":
+        return "one of " + ", ".join(repr(a) for a in arg.split("|"))
+    return varspec.describe(spec)
 
 
 def _read(package: str, *parts: str) -> dict[str, str]:
@@ -122,17 +129,21 @@ def _read(package: str, *parts: str) -> dict[str, str]:
     return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
 
 
-@cache
-def registry() -> dict[str, Variable]:
-    """{name: Variable} over every role's types.yml and the other readers' declarations."""
-    sources = [(role, f"roles/{role}/types.yml", _read("gpunode.roles", role, "types.yml"))
-               for role in varspec.ROLES]
-    sources += [(who, f"{package.removeprefix('gpunode.')}/{name}", _read(package, name))
-                for who, package, name in READERS]
+def sources() -> list[tuple[str, str, dict[str, str]]]:
+    """(reader, declaration file, {name: type}) for every role and the other readers."""
+    out = [(role, f"roles/{role}/types.yml", _read("gpunode.roles", role, "types.yml")) for role in varspec.ROLES]
+    return out + [(who, f"{package.removeprefix('gpunode.')}/{name}", _read(package, name))
+                  for who, package, name in READERS]
+
+
+def build(declared: list[tuple[str, str, dict[str, str]]]) -> dict[str, Variable]:
     out: dict[str, Variable] = {}
-    for reader, path, types in sources:
+    for reader, path, types in declared:
         for name, spec in types.items():
-            checker(spec)  # an unknown type name is a bug of the declaration: fail here, not at a user
+            try:
+                checker(spec)  # an unknown type name is a bug of the declaration: fail here, not at a user
+            except ValueError:
+                raise ValueError(f"{path}: variable {name} has unknown type {spec!r}") from None
             seen = out.get(name)
             if seen is None:
                 out[name] = Variable(name, spec, (reader,), path)
@@ -141,6 +152,12 @@ def registry() -> dict[str, Variable]:
             else:
                 out[name] = Variable(name, spec, (*seen.readers, reader), seen.declared)
     return out
+
+
+@cache
+def registry() -> dict[str, Variable]:
+    """{name: Variable} over every role's types.yml and the other readers' declarations."""
+    return build(sources())
 
 
 def _unknown(name: Any, where: str, target: str) -> InventoryError:
