@@ -387,6 +387,9 @@ ROWS = [
                                   "      ansible_port: 1\n      containers: {200: {}}\n      wieghts_stage: false\n"},
      [*PROVISION[:2], "{d}/a/hosts.yml", *PROVISION[3:]],
      ["variable wieghts_stage (from ", "a/hosts.yml:7)", "did you mean weights_stage?"]),
+    ("unknown-host-var-onboard", {"inv/host_vars/lab.yml": "pve_apii: {token_id: 'root@pam!g'}\n"},
+     ["onboard", "--inventory", "{d}/inv", "--host", "lab", "--ct", "300", "--check"],
+     ["variable pve_apii (from ", "inv/host_vars/lab.yml:1)", "did you mean pve_api?"]),
     # --- a bad value is named at the file and line that set it, group_vars included -------------
     ("group-vars-bad-value-own-line", {"inv/hosts.yml": GOOD.replace("gpu: {hosts: [lab]}",
                                                                      "gpu: {hosts: [lab], vars: {engine: vllm}}"),

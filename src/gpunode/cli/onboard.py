@@ -68,7 +68,11 @@ def onboard(c, host=None, ct=None, gpus=None, template=None, memory=None, swap=N
     mounts = tuple(parse_mount(m) for m in mount or [])
     inv = load_inventory(inventory)
     h = inv.host(host)
-    host_vars = inv.target(host).vars
+    from gpunode import variables
+
+    host_target = inv.target(host)
+    variables.check(host_target.vars, host_target.origins, h.name)  # the one registry: pve_api, host_root, ...
+    host_vars = host_target.vars
     settings = settings_from_vars(h.name, h.address, host_vars)
     node = h.node or h.name
     with Session() as session:
