@@ -19,14 +19,17 @@ from gpunode.resolve.choices import Choices, from_vars
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "gpunode"
-# Where variables are read: a mapping of a target's variables by one of these names, or its .vars
-# (in a role, `v = ctx.vars`; elsewhere `v` is a row of a GPU report or a model config).
+# Where variables are read: a mapping of a target's variables by one of these names, its .vars,
+# or pipeline.target_vars(t). `v` is a target's variables too (`v = ctx.vars` in a role, the head's
+# in resolve/multinode.py), except in facts/, where it is a row of a GPU report or a model config.
 RECEIVERS = {"vars", "variables", "host_vars"}
 
 
-def _receiver(node: ast.expr, in_role: bool) -> bool:
+def _receiver(node: ast.expr, short_v: bool) -> bool:
     if isinstance(node, ast.Name):
-        return node.id in RECEIVERS or in_role and node.id == "v"
+        return node.id in RECEIVERS or short_v and node.id == "v"
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Name) and node.func.id == "target_vars"
     return isinstance(node, ast.Attribute) and node.attr == "vars"
 
 
@@ -37,15 +40,15 @@ def read_names() -> dict[str, str]:
     for path in sorted(SRC.rglob("*.py")):
         if "lab" in path.relative_to(SRC).parts:
             continue
-        in_role = path.relative_to(SRC).parts[0] == "roles"
+        short_v = path.relative_to(SRC).parts[0] != "facts"
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             key = None
-            if isinstance(node, ast.Subscript) and _receiver(node.value, in_role):
+            if isinstance(node, ast.Subscript) and _receiver(node.value, short_v):
                 key = node.slice
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
                 on_ctx = isinstance(node.func.value, ast.Name) and node.func.value.id == "ctx"
                 if (node.func.attr in ("var", "where") and on_ctx
-                        or node.func.attr == "get" and _receiver(node.func.value, in_role)):
+                        or node.func.attr == "get" and _receiver(node.func.value, short_v)):
                     key = node.args[0]
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
                 out.setdefault(key.value, f"{path.relative_to(ROOT)}:{node.lineno}")
@@ -55,7 +58,8 @@ def read_names() -> dict[str, str]:
 def test_every_variable_the_code_reads_is_in_the_registry():
     read = read_names()
     # the scan sees the roles, the resolver's CLI, the facts probe and onboard, not a handful of names
-    assert {"base_packages", "model_source", "venv", "pve_api", "server_api_key", "weights_verify"} <= set(read)
+    assert {"base_packages", "model_source", "venv", "pve_api", "server_api_key", "weights_verify", "multinode",
+            "nccl_socket_ifname"} <= set(read)
     missing = {name: at for name, at in read.items() if name not in variables.registry()}
     assert not missing, f"read but not declared in any types.yml: {missing}"
 
