@@ -11,7 +11,7 @@ import pytest
 from gpunode.engine.probe import run_one
 from gpunode.errors import StepError
 from gpunode.steps.base import Change, NoChange, Step
-from gpunode.steps.files import DIFF_LIMIT, Directory, File, Symlink, Template
+from gpunode.steps.files import DIFF_LIMIT, Directory, File, Symlink, Template, text_diff
 from gpunode.steps.render import render
 from gpunode.transport import LocalTransport
 
@@ -163,3 +163,13 @@ def test_template_renders_with_header_and_refuses_undefined_variables(tmp_path):
 def test_template_step_is_a_file_with_rendered_content(tmp_path):
     with pytest.raises(StepError, match="template demo/nope.j2 not found"):
         Template(str(tmp_path / "x"), template="demo/nope.j2")
+
+
+def test_a_diff_has_the_files_own_lines_not_pythons_line_breaks():
+    # U+2028, a form feed and a lone CR inside a value are not line ends for the file (or systemd)
+    old = "A=1\nNAME=x\u2028y\x0cz\rw\n"
+    new = "A=2\nNAME=x\u2028y\x0cz\rw\n"
+    diff = text_diff(old, new, "/etc/gpunode/a.env")
+    assert diff.count("\n") == 6 and "-A=1\n+A=2\n NAME=x\u2028y\x0cz\rw\n" in diff
+    missing_end = text_diff("a\nb", "a\nc", "/f")
+    assert "-b\n\\ No newline at end of file\n+c\n\\ No newline at end of file\n" in missing_end

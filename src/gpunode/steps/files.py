@@ -74,9 +74,17 @@ def _probe_failed(path: str, probe: Probe) -> StepError:
                      hint="check that the path is readable by the connecting user")
 
 
+def _lines(text: str) -> list[str]:
+    """Lines as the file has them: str.splitlines would also split at U+2028, \x0c, \x1c-\x1e
+    and a lone \r, which a value may hold, so the diff would show lines the file does not have."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    return out + [parts[-1]] if parts[-1] else out
+
+
 def text_diff(old: str, new: str, path: str) -> str:
     """A unified diff that also marks a missing newline at the end, like diff(1)."""
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+    lines = difflib.unified_diff(_lines(old), _lines(new),
                                  fromfile=f"{path} (target)", tofile=f"{path} (desired)")
     out = []
     for line in lines:
