@@ -87,17 +87,30 @@ def test_the_router_reads_the_key_from_its_own_secret_file_and_the_readiness_che
 
 def test_without_a_key_there_is_no_secret_file_and_nothing_changes_in_the_units():
     found = steps()
-    assert not [i for i in found if ".secrets." in i]
+    assert not [i for i in found if ".secrets." in i and not i.startswith("absent:")]
     assert values(unit(found, "gpunode-gpu0.service"), "EnvironmentFile") == ["/etc/gpunode/gpu0.env"]
     router = systemd_parse.exec_words(values(unit(found, "gpunode-router.service"), "ExecStart")[0])
     assert router[1:3] == ["-m", "sglang_router.launch_router"]
+
+
+def test_a_key_removed_or_left_by_the_other_engine_form_is_removed_after_the_unit_that_read_it():
+    without = list(steps())
+    gone = [i for i in without if i.startswith("absent:") and ".secrets." in i]
+    assert {"absent:/etc/gpunode/gpu0.secrets.env", "absent:/etc/gpunode/gpu0.secrets.yaml",
+            "absent:/etc/gpunode/router.secrets.env"} <= set(gone)
+    assert without.index("absent:/etc/gpunode/gpu0.secrets.yaml") > without.index(
+        "file:/etc/systemd/system/gpunode-gpu0.service")
+    keyed = steps(server_api_key=KEY)
+    # SGLang reads its key from the YAML: the env form of an earlier vLLM plan goes, the YAML stays
+    assert "file:/etc/gpunode/gpu0.secrets.yaml" in keyed and "absent:/etc/gpunode/gpu0.secrets.env" in keyed
+    assert "absent:/etc/gpunode/gpu0.secrets.yaml" not in keyed and "absent:/etc/gpunode/router.secrets.env" not in keyed
 
 
 def test_the_same_key_gives_the_same_bytes_and_a_new_key_restarts_only_what_reads_it():
     one, same, other = steps(server_api_key=KEY), steps(server_api_key=KEY), steps(server_api_key=KEY + "2")
     changed = {i for i in one if isinstance(one[i], File) and one[i].sha256 != other[i].sha256}  # type: ignore
     assert all(one[i].sha256 == same[i].sha256 for i in one if isinstance(one[i], File))  # type: ignore
-    assert changed == {i for i in one if ".secrets." in i}
+    assert changed == {i for i in one if ".secrets." in i and isinstance(one[i], File)}
 
 
 def test_a_secret_file_s_diff_is_masked_and_its_old_content_never_crosses_the_wire():

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home
+from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.roles.weights.role import skipped, staged_path
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
@@ -92,6 +92,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "start_timeout": unit_seconds(v["servers_start_timeout"],
                                                                   "servers_start_timeout")},
                               notify=("daemon-reload", f"restart:{s.unit}")))
+        steps += stale(s.name, home)  # after the unit that no longer reads them
     endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers if s.serves_http]
     router = router_argv(ctx, servers) if v["servers_router"] else None
     if router:
@@ -109,6 +110,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "workdir": unit_path("/var/lib/gpunode"),
                                     "exec_start": exec_line(argv, "the router's command line")},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
+        steps += stale("router", home)
         endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{port}", model, "/readiness"))
     plans = [RolePlan("servers", steps)]
     if v["servers_enabled"]:

@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 
 from gpunode.steps.files import File
+from gpunode.steps.trees import Absent
 from gpunode.steps.unitfmt import UnitSafe, env_text, unit_path, unit_text
 
 SECRET_DIR = "/etc/gpunode"
@@ -73,6 +74,15 @@ def router_home(argv: list[str], unit: str, key: str) -> tuple[Home, list[str]]:
         raise ValueError(f"the router's command line is not `python -m MODULE ...`: {argv[:3]}")
     home = Home(secret_file(path, env_text({ROUTER_KEY_ENV: key}), unit), env_file=path)
     return home, [argv[0], "-c", router_launch(argv[2]), *argv[3:]]
+
+
+def stale(name: str, home: Home) -> list[Absent]:
+    """The key files of `name` ("router" for the router) that its Home does not use: a key that
+    was removed from the inventory, or kept by the other engine's form, must not stay on disk."""
+    forms = [f"{SECRET_DIR}/router.secrets.env"] if name == "router" else [
+        f"{SECRET_DIR}/{name}.secrets.env", f"{SECRET_DIR}/{name}.secrets.yaml"]
+    used = home.file.path if home.file else ""
+    return [Absent(path) for path in forms if path != used]
 
 
 def curl_auth(key: str) -> str:
