@@ -103,7 +103,8 @@ def test_a_key_removed_or_left_by_the_other_engine_form_is_removed_after_the_uni
     keyed = steps(server_api_key=KEY)
     # SGLang reads its key from the YAML: the env form of an earlier vLLM plan goes, the YAML stays
     assert "file:/etc/gpunode/gpu0.secrets.yaml" in keyed and "absent:/etc/gpunode/gpu0.secrets.env" in keyed
-    assert "absent:/etc/gpunode/gpu0.secrets.yaml" not in keyed and "absent:/etc/gpunode/router.secrets.env" not in keyed
+    assert "absent:/etc/gpunode/gpu0.secrets.yaml" not in keyed
+    assert "absent:/etc/gpunode/router.secrets.env" not in keyed
 
 
 def test_the_same_key_gives_the_same_bytes_and_a_new_key_restarts_only_what_reads_it():

@@ -87,7 +87,7 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
         for target in targets:
             transport = session.transport(target)
             root = str(target.vars.get("weights_dest_root") or "/dev/shm")
-            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge)
+            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge, str(target.vars.get("venv_root") or ""))
             if json and check:
                 say(jsonlib.dumps({"type": "teardown", "check": True, **removal.to_dict()}))
                 continue

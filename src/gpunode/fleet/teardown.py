@@ -6,9 +6,14 @@ cache /var/cache/gpunode, the demo role's files, the /usr/local/bin/uv link into
 venv, and staged weights: folders under weights_dest_root (/dev/shm) that hold gpunode's
 staging manifest or progress file (.gpunode-manifest, .gpunode-progress: a staging cut
 before its end has only the latter), so a model folder gpunode did not stage is never
-touched, and the work folders of cut staging runs beside them (.gpunode-work.NAME). The
-journal and lock in /var/lib/gpunode stay unless --purge. apt packages stay (other software
-may use them).
+touched, and the work folders of cut staging runs beside them (.gpunode-work.NAME). Staged
+folders are looked for under weights_dest_root and under every tmpfs mount, so a root an
+earlier run used (before weights_dest_root changed) is found too. A venv_root of the
+inventory's own is searched for venvs holding gpunode's lock manifest (only those go, never
+the folder itself). The servers' shared-memory leftovers in /dev/shm (NCCL's nccl-*, torch's
+torch_*, Python's psm_* and sem.mp-*) go once the units are stopped, each only if no process
+maps or holds it open. The journal and lock in /var/lib/gpunode stay unless --purge. apt
+packages stay (other software may use them).
 
 Two round trips: `plan()` lists what exists (that is all --check does), `apply()` removes
 exactly that list under the target's lock.
@@ -26,8 +31,11 @@ UNIT_DIR = "/etc/systemd/system"
 PATHS = ("/etc/gpunode", "/opt/gpunode/venvs", "/opt/gpunode/tools", "/usr/local/lib/gpunode", "/var/cache/gpunode",
          "/etc/gpunode-demo", "/var/lib/gpunode-demo", "/usr/local/bin/gpunode-demo-hello")
 
+#: What the servers' libraries leave in /dev/shm when a process dies without cleaning up.
+SEGMENTS = ("nccl-*", "torch_*", "psm_*", "sem.mp-*")
+
 _LIST = r"""
-root=$1; state=$2; purge=$3; shift 3
+root=$1; state=$2; purge=$3; vroot=$4; shift 4
 size() { du -sk "$1" 2>/dev/null | cut -f1; }
 echo "@@section units"
 for f in __UNIT_DIR__/gpunode-*.service __UNIT_DIR__/gpunode*.target; do [ -e "$f" ] && echo "$f"; done
@@ -36,23 +44,34 @@ for p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$(size "$p") $p"; fi; done
 if [ -L /usr/local/bin/uv ]; then
   case "$(readlink /usr/local/bin/uv)" in /opt/gpunode/*) echo "0 /usr/local/bin/uv";; esac
 fi
+case "$vroot" in ""|/opt/gpunode/venvs) ;; *)
+  for d in "$vroot"/*/; do d=${d%/}; [ -f "$d/gpunode-lock.json" ] && echo "$(size "$d") $d"; done;;
+esac
 echo "@@section staged"
-for d in "$root"/*/; do
-  d=${d%/}; { [ -f "$d/.gpunode-manifest" ] || [ -f "$d/.gpunode-progress" ]; } && echo "$(size "$d") $d"
+seen=" "
+for r in "$root" $(awk '$3 == "tmpfs" { print $2 }' /proc/mounts 2>/dev/null); do
+  case "$seen" in *" $r "*) continue;; esac; seen="$seen$r "
+  for d in "$r"/*/; do
+    d=${d%/}; { [ -f "$d/.gpunode-manifest" ] || [ -f "$d/.gpunode-progress" ]; } && echo "$(size "$d") $d"
+  done
+  # A staging run cut before its end leaves its work folder beside the model's (stage-weights.sh).
+  for d in "$r"/.gpunode-work.*/; do
+    d=${d%/}; [ -d "$d" ] && echo "$(size "$d") $d"
+  done
 done
-# A staging run cut before its end leaves its work folder beside the model's (stage-weights.sh).
-for d in "$root"/.gpunode-work.*/; do
-  d=${d%/}; [ -d "$d" ] && echo "$(size "$d") $d"
-done
+echo "@@section segments"
+for f in __SEGMENTS__; do [ -f "$f" ] && echo "$(size "$f") $f"; done
 echo "@@section state"
 [ "$purge" = 1 ] && [ -d "$state" ] && echo "$(size "$state") $state"
 exit 0
-""".replace("__UNIT_DIR__", UNIT_DIR)
+""".replace("__UNIT_DIR__", UNIT_DIR).replace("__SEGMENTS__", " ".join(f"/dev/shm/{p}" for p in SEGMENTS))
 
 _APPLY = r"""
-state=$1; purge=$2; n=$3; shift 3
+state=$1; purge=$2; n=$3; m=$4; shift 4
 units=""; i=0
 while [ $i -lt "$n" ]; do units="$units ${1##*/}"; shift; i=$((i + 1)); done
+segments=""; i=0
+while [ $i -lt "$m" ]; do segments="$segments $1"; shift; i=$((i + 1)); done
 if [ -n "$units" ]; then
   systemctl disable --now $units 2>&1 || true
   for u in $units; do rm -f "__UNIT_DIR__/$u"; done
@@ -61,8 +80,14 @@ if [ -n "$units" ]; then
 fi
 for p; do rm -rf -- "$p"; done
 rmdir /opt/gpunode 2>/dev/null || true
+# a segment some process still maps or holds open is not the stopped servers': it stays
+for f in $segments; do
+  grep -qsF -- "$f" /proc/[0-9]*/maps && continue
+  ls -l /proc/[0-9]*/fd 2>/dev/null | grep -qF -- "$f" && continue
+  rm -f -- "$f"
+done
 [ "$purge" = 1 ] && rm -rf -- "$state"
-for p in $units "$@"; do case "$p" in gpunode-*) p="__UNIT_DIR__/$p";; esac
+for p in $units "$@" $segments; do case "$p" in gpunode-*) p="__UNIT_DIR__/$p";; esac
   if [ -e "$p" ] || [ -L "$p" ]; then echo "@@left $p"; fi
 done
 exit 0
@@ -75,21 +100,24 @@ class Removal:
     units: list[str] = field(default_factory=list)                 # unit file paths
     paths: list[tuple[int, str]] = field(default_factory=list)     # (KiB, path)
     staged: list[tuple[int, str]] = field(default_factory=list)    # (KiB, staged model folder)
+    segments: list[tuple[int, str]] = field(default_factory=list)  # (KiB, a server's /dev/shm leftover)
     state: list[tuple[int, str]] = field(default_factory=list)     # the journal's folder, with --purge
 
     @property
     def empty(self) -> bool:
-        return not (self.units or self.paths or self.staged or self.state)
+        return not (self.units or self.paths or self.staged or self.segments or self.state)
 
     def lines(self) -> list[str]:
         out = [f"unit   {u}" for u in self.units]
         out += [f"{kind:<6} {p}  ({kib / 1024:.1f} MiB)" for kind, rows in
-                (("path", self.paths), ("staged", self.staged), ("state", self.state)) for kib, p in rows]
+                (("path", self.paths), ("staged", self.staged), ("shm", self.segments), ("state", self.state))
+                for kib, p in rows]
         return out
 
     def to_dict(self) -> dict:
         return {"target": self.target, "units": self.units, "paths": [p for _, p in self.paths],
-                "staged": [p for _, p in self.staged], "state": [p for _, p in self.state]}
+                "staged": [p for _, p in self.staged], "segments": [p for _, p in self.segments],
+                "state": [p for _, p in self.state]}
 
 
 def parse_listing(target: str, text: str) -> Removal:
@@ -106,13 +134,13 @@ def parse_listing(target: str, text: str) -> Removal:
             continue
         size, _, path = line.partition(" ")
         row = (int(size) if size.isdigit() else 0, path.strip())
-        {"paths": r.paths, "staged": r.staged, "state": r.state}.get(section, []).append(row)
+        {"paths": r.paths, "staged": r.staged, "segments": r.segments, "state": r.state}.get(section, []).append(row)
     return r
 
 
-def plan(target: Transport, weights_root: str, state_dir: str, purge: bool) -> Removal:
+def plan(target: Transport, weights_root: str, state_dir: str, purge: bool, venv_root: str = "") -> Removal:
     result = target.run(["sh", "-c", _LIST, "sh", weights_root.rstrip("/") or "/dev/shm", state_dir,
-                         "1" if purge else "0", *PATHS], timeout=120)
+                         "1" if purge else "0", venv_root.rstrip("/"), *PATHS], timeout=120)
     result.check("listing what gpunode installed")
     return parse_listing(target.name, result.stdout)
 
@@ -127,7 +155,8 @@ def apply(target: Transport, removal: Removal, owner: Owner, state_dir: str, pur
                 owner.run_id, by, "fleet", "step", "teardown",
                 f"removed {len(removal.units)} unit(s) and {len(paths)} path(s): "
                 + ", ".join([u.rsplit("/", 1)[-1] for u in removal.units] + paths))])
+        segments = [p for _, p in removal.segments]
         result = target.run(["sh", "-c", _APPLY, "sh", state_dir, "1" if purge else "0", str(len(removal.units)),
-                             *removal.units, *paths], timeout=600)
+                             str(len(segments)), *removal.units, *segments, *paths], timeout=600)
         result.check("removing what gpunode installed")
     return [line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("@@left ")]
