@@ -93,6 +93,18 @@ def register_vars(variables: Mapping[str, Any]) -> None:
                 register(found.strip("'\""))
 
 
+def holds_secret(value: Any) -> bool:
+    """Whether a value (a string, or any string inside a list or mapping) contains a registered secret."""
+    if isinstance(value, str):
+        with _lock:
+            return any(secret in value for secret in _values)
+    if isinstance(value, Mapping):
+        return any(holds_secret(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(holds_secret(v) for v in value)
+    return False
+
+
 def redact(text: str) -> str:
     with _lock:
         values = sorted(_values, key=len, reverse=True)

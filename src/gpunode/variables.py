@@ -28,7 +28,7 @@ import yaml
 
 from gpunode.errors import InventoryError, preview
 from gpunode.roles import varspec
-from gpunode.secrets import is_secret_name
+from gpunode.secrets import SECRET_HOME, holds_secret, is_secret_name
 
 # (who reads them, package, file) beside the roles' own types.yml
 READERS = (("resolver", "gpunode.resolve", "types.yml"), ("facts", "gpunode.facts", "types.yml"),
@@ -197,6 +197,13 @@ def check(variables: Mapping[Any, Any], origins: Mapping[Any, str] | None = None
             shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={preview(value)}"
             raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
                                  target=target, hint=f"fix {name} at {where}") from None
+    for name, value in variables.items():
+        # extra_args has its own refusal (secrets.refuse_in_args), naming the flag
+        if name != "extra_args" and not is_secret_name(name) and holds_secret(value):
+            where = origins.get(name) or default_where
+            raise InventoryError(f"variable {name} (from {where}) holds the value of a secret variable: it would "
+                                 "be written into command lines and unit files that every user can read",
+                                 target=target, hint=f"remove the secret from {name} at {where}; {SECRET_HOME}")
 
 
 def render() -> str:

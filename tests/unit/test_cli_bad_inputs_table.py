@@ -354,6 +354,8 @@ ROWS = [
     ("router-host-an-option", {}, [*PROVISION, "--set", "router_host=-oProxyCommand=x"],
      ["variable router_host='-oProxyCommand=x'", "starts with -"]),
     ("bind-host-an-option", ct_vars("host: --help"), PROVISION, ["variable host='--help'", "inv/hosts.yml:8"]),
+    ("secret-in-a-plain-variable", ct_vars("server_api_key: sk-lab-Zq81xVn3, served_model_name: m-sk-lab-Zq81xVn3"),
+     PROVISION, ["variable served_model_name", "inv/hosts.yml", "value of a secret", "server_api_key"]),
     ("slot-cores-with-a-word", {}, ["resolve", "--facts", str(H200), "--set", "slot_cores=0,x,1"],
      ["variable slot_cores='0,x,1'"]),
     ("slot-cores-negative", {}, ["resolve", "--facts", str(H200), "--set", "slot_cores=[-1]"],
