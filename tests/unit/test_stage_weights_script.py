@@ -9,6 +9,8 @@ import os
 from importlib.resources import files
 from pathlib import Path
 
+import pytest
+
 from gpunode.fleet import teardown
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.weights import StagedWeights
@@ -235,3 +237,16 @@ def test_teardown_lists_a_cut_staging_and_its_work_folder_with_the_staged_model(
     mine = sorted(p for _, p in listed.staged if p.startswith(str(shm)))
     assert mine == [str(shm / ".gpunode-work.cut"), str(shm / "cut"),
                                                             str(shm / "m")]
+
+
+@pytest.mark.parametrize("name", ["tok\nenizer.json", "tab\tname.json", "sub/dir\nname/config.json"])
+def test_a_name_with_a_line_break_or_a_tab_is_refused_before_anything_is_copied(tmp_path, name):
+    """A name that splits the listing's lines once broke staging on every run and left a 0-byte file
+    under a real name (issue 29); now the run stops first, saying what to rename."""
+    t = LocalTransport()
+    src, dest = tmp_path / "src", tmp_path / "shm" / "m"
+    _write(src, {"config.json": 300, "model.safetensors": 2 * MIB, name: 100})
+    run = t.run(["sh", SCRIPT, str(src), str(dest)])
+    assert run.exit_code == 2 and "line break or a tab in its name" in run.stderr and "rename it" in run.stderr
+    assert [p.name for p in dest.rglob("*") if not p.name.startswith(".gpunode-")] == []
+    assert sorted(p.name for p in (tmp_path / "shm").iterdir()) == ["m"]

@@ -72,6 +72,7 @@ set -- $(PLAN=$plan awk -F'\t' -v small=$small -v group=$group '
     FILENAME == ARGV[1] { have[$1] = $2; next }
     FILENAME == ARGV[2] { staged[$0] = 1; next }
     $1 == "" { next }
+    NF != 3 { if (bad == "") bad = $1; next }
     { total += $2 }
     ($0 in staged) && ($1 in have) && have[$1] == $2 { done += $2; next }
     $2 < small && !(($1 ".gpunode-part") in have) {
@@ -79,8 +80,15 @@ set -- $(PLAN=$plan awk -F'\t' -v small=$small -v group=$group '
       print "g" (groups + 0) "\t" $0 > ENVIRON["PLAN"]; n++; bytes += $2; next
     }
     { print "l\t" $0 > ENVIRON["PLAN"]; large++ }
-    END { printf "%.0f %.0f %d %d\n", total, done, groups + (n > 0), large }' \
+    END { if (bad != "") { gsub(/[^A-Za-z0-9._-]/, "?", bad); print "BAD " bad; exit }
+          printf "%.0f %.0f %d %d\n", total, done, groups + (n > 0), large }' \
   "$have" "$dest/.gpunode-progress" "$dest/.gpunode-listing.tmp")
+# A name holding a line break or a tab splits its listing line: refused before anything is copied.
+if [ "${1:-}" = BAD ]; then
+  echo "stage-weights: a file of $src has a line break or a tab in its name (near '${2:-?}'); names are read" \
+    "line by line here and by the servers' tools: rename it, then re-run" >&2
+  exit 2
+fi
 [ "$#" -eq 4 ] || { echo "stage-weights: could not list $dest" >&2; exit 5; }
 total=$1 done_bytes=$2 groups=$3 large=$4
 echo "@@total $total"
