@@ -21,8 +21,9 @@ import argparse
 import statistics
 import sys
 import time
-from importlib.resources import files
 from pathlib import Path
+
+from gpunode.steps import render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -78,7 +79,7 @@ def main() -> None:
         inv = inventory.load(args.inventory)
         t = session.transport(inv.target(args.host, args.ct, defaults=roles.defaults()))
     shard_mib = int(args.gib * 1024 / args.shards)
-    default = files("gpunode") / "templates" / "weights" / "stage-weights.sh"
+    default = render.find("weights/stage-weights.sh")
     script = (Path(args.script) if args.script else default).read_text()
     t.write_file(SCRIPT, script.encode(), mode=0o755)
     t.script(_SHARDS, SRC, str(args.shards), str(shard_mib), check=True, timeout=3600)

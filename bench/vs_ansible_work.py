@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import random
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
+
+from gpunode.steps import render
 
 # The wheelhouse's (lab share /mnt/lab/wheels/cpu) pins whose closure is 18 wheels.
 REQUIREMENTS = ["requests==2.34.2", "aiohttp==3.14.5", "jinja2==3.1.6", "pyyaml==6.0.4", "packaging==26.4"]
@@ -129,7 +130,7 @@ def gpunode_plan(work: Work, headers: Path) -> list:
     from gpunode.steps.venv import Venv
     from gpunode.steps.weights import STAGE_SCRIPT, StagedWeights
 
-    script = (files("gpunode") / "templates" / "weights" / "stage-weights.sh").read_text()
+    script = render.find("weights/stage-weights.sh").read_text()
     steps: list = [
         Packages(PACKAGES),
         Venv(f"{ROOT}/venv", requirements=REQUIREMENTS, find_links=[WHEELHOUSE], no_index=True, installer="pip"),

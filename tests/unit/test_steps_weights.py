@@ -1,7 +1,6 @@
 """StagedWeights against real folders through the local transport."""
 
 import os
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
@@ -9,11 +8,12 @@ import pytest
 from gpunode.engine import probe
 from gpunode.errors import StepError
 from gpunode.facts.types import System
+from gpunode.steps import render
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.weights import StagedWeights
 from gpunode.transport import LocalTransport
 
-SCRIPT = str(files("gpunode") / "templates" / "weights" / "stage-weights.sh")
+SCRIPT = str(render.find("weights/stage-weights.sh"))
 
 
 def _model(root: Path) -> Path:

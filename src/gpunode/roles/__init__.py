@@ -1,8 +1,8 @@
 """Roles: which steps, in what order, with which variables.
 
-Each role lives in roles/<name>/ with role.py (`build(ctx) -> list[RolePlan]`),
-defaults.yml (its public variables, each commented), types.yml (their types,
-checked by varspec.py) and README.md. The order
+Each role lives in roles/<name>/ (the repository's top level; gpunode/roles/<name>/ in the
+wheel) with role.py (`build(ctx) -> list[RolePlan]`), defaults.yml (its public variables,
+each commented), types.yml (their types, checked by varspec.py) and README.md. The order
 below is the provisioning order; DEPENDS says what `--only` checks is already
 in place before it runs a role alone.
 """
@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gpunode import searchpath
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
+
+# A checkout keeps the shipped roles at its top level: `gpunode.roles.<name>` is found there too.
+__path__ = [*__path__, *(str(p) for p in searchpath.shipped("roles") if str(p) not in __path__)]
 
 ORDER = ("base", "engine", "cuda_fixes", "weights", "servers")
 DEPENDS: dict[str, tuple[str, ...]] = {
@@ -31,10 +35,18 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 __all__ = ["DEPENDS", "ORDER", "RoleContext", "build", "defaults", "select"]
 
 
+def folder(name: str) -> Path:
+    """The folder of the role `name`: the first on the search path that has its role.py."""
+    for root in searchpath.role_folders():
+        if (root / name / "role.py").is_file():
+            return root / name
+    raise InventoryError(f"no role {name[:40]!r} in {', '.join(map(str, searchpath.role_folders()))}",
+                         hint=f"roles: {', '.join(ORDER)}")
+
+
 @cache
 def _defaults_of(name: str) -> dict[str, Any]:
-    text = (files("gpunode.roles") / name / "defaults.yml").read_text()
-    return yaml.safe_load(text) or {}
+    return yaml.safe_load((folder(name) / "defaults.yml").read_text()) or {}
 
 
 def defaults(names: tuple[str, ...] = ORDER) -> dict[str, Any]:

@@ -26,7 +26,6 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from functools import cache
-from importlib.resources import files
 from typing import Any
 
 import yaml
@@ -227,7 +226,9 @@ def describe(spec: str) -> str:
 
 @cache
 def _declared(role: str) -> dict[str, str]:
-    resource = files("gpunode.roles") / role / "types.yml"
+    from gpunode import roles
+
+    resource = roles.folder(role) / "types.yml"
     return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import jinja2
 
+from gpunode import searchpath
 from gpunode.errors import StepError
 from gpunode.steps.unitfmt import UnitSafe
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 UNIT_SUFFIXES = (".service.j2", ".socket.j2", ".timer.j2", ".mount.j2", ".path.j2", ".target.j2", ".env.j2")
 
 
@@ -40,9 +40,10 @@ def is_unit_template(name: str) -> bool:
 
 
 @functools.lru_cache(maxsize=8)
-def environment(root: str = str(TEMPLATES), strict: bool = False) -> jinja2.Environment:
+def environment(roots: tuple[str, ...], strict: bool = False) -> jinja2.Environment:
+    """roots: the template folders, first match wins (searchpath.template_folders())."""
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(root),
+        loader=jinja2.FileSystemLoader(list(roots)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,  # config files and units, not HTML
@@ -67,9 +68,20 @@ def with_header(text: str, name: str, comment: str | None) -> str:
 def render(name: str, variables: Mapping[str, Any], *, comment: str | None = "#",
            root: Path | None = None) -> str:
     """Render templates/<name> with `variables`; comment=None for formats without comments."""
-    where = root or TEMPLATES
+    return render_from(name, variables, comment=comment, root=root)[0]
+
+
+def roots_for(root: Path | None) -> tuple[str, ...]:
+    return (str(root),) if root is not None else tuple(str(p) for p in searchpath.template_folders())
+
+
+def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None = "#",
+                root: Path | None = None) -> tuple[str, str]:
+    """(the rendered text, the file it came from): the first template folder that has `name`."""
+    roots = roots_for(root)
+    where = ", ".join(roots)
     try:
-        template = environment(str(where), is_unit_template(name)).get_template(name)
+        template = environment(roots, is_unit_template(name)).get_template(name)
         text = template.render(**variables)
     except RawValue as exc:
         raise StepError(f"template {name} was given a raw value {exc.value!r}, not one escaped for systemd",
@@ -78,11 +90,20 @@ def render(name: str, variables: Mapping[str, Any], *, comment: str | None = "#"
     except jinja2.TemplateNotFound:
         raise StepError(f"template {name} not found under {where}",
                         hint="check the template name in the role; templates live in "
-                        "src/gpunode/templates/<role>/") from None
+                        "templates/<role>/") from None
     except jinja2.UndefinedError as exc:
         raise StepError(f"template {name} uses a variable that is not set: {exc.message}",
                         hint="set it in the role's defaults.yml or in the inventory") from None
     except jinja2.TemplateSyntaxError as exc:
         raise StepError(f"template {name} line {exc.lineno}: {exc.message}",
                         hint="fix the template syntax") from None
-    return with_header(text, name, comment)
+    return with_header(text, name, comment), template.filename or name
+
+
+def find(name: str, root: Path | None = None) -> Path:
+    """The file of the template or script `name` (e.g. weights/stage-weights.sh): the first folder's."""
+    for folder in roots_for(root):
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    raise StepError(f"template {name} not found under {', '.join(roots_for(root))}",
+                    hint="check the name; templates live in templates/<role>/")

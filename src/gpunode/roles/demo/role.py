@@ -9,7 +9,7 @@ environment file or the unit restarts.
 from __future__ import annotations
 
 from functools import cache
-from importlib.resources import files
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -23,7 +23,7 @@ from gpunode.steps.unitfmt import UnitSafe, env_lines, unit_path, unit_text
 
 @cache
 def _defaults() -> dict[str, Any]:
-    return yaml.safe_load((files("gpunode.roles") / "demo" / "defaults.yml").read_text()) or {}
+    return yaml.safe_load((Path(__file__).parent / "defaults.yml").read_text()) or {}
 
 
 DEFAULTS: dict[str, Any] = _defaults()

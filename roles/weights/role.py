@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import posixpath
-from importlib.resources import files
 
 from gpunode.engine import RolePlan
 from gpunode.roles.context import RoleContext
+from gpunode.steps import render
 from gpunode.steps.files import File
 from gpunode.steps.weights import STAGE_SCRIPT, StagedWeights
 
@@ -39,7 +39,7 @@ def skipped(ctx: RoleContext) -> tuple[str, ...]:
 
 
 def script_text() -> str:
-    return (files("gpunode") / "templates" / "weights" / "stage-weights.sh").read_text()
+    return render.find("weights/stage-weights.sh").read_text()
 
 
 def build(ctx: RoleContext) -> list[RolePlan]:
