@@ -1,12 +1,18 @@
-"""Where roles and templates are found.
+"""Where roles and templates are found: the user's folders first, then the shipped ones.
 
 The shipped roles and unit templates live at the repository's top level (roles/, templates/);
 the wheel puts them inside the package (gpunode/roles/<name>/, gpunode/templates/), so an
 installed gpunode finds them there and a checkout finds them beside src/.
+
+Before those come, in this order: the roles/ and templates/ folders next to the inventory in
+use, then the folders of the `roles_path` / `templates_path` settings (docs/config.md). The
+first folder that has a role or a template of a name wins, as in Ansible's roles_path.
+`use()` sets them for the run (the CLI calls it once it knows the inventory).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
@@ -22,12 +28,53 @@ def shipped(kind: str) -> list[Path]:
     return [p for p in found if p.is_dir()]
 
 
+@dataclass(frozen=True)
+class SearchPath:
+    roles: tuple[Path, ...] = ()       # the user's role folders, before the shipped ones
+    templates: tuple[Path, ...] = ()   # the user's template folders, before the shipped ones
+    origins: dict[str, str] = field(default_factory=dict, compare=False, hash=False)  # folder -> why it is there
+
+
+_current = SearchPath()
+
+
+def use(inventory: Path | None = None, roles_path: list[str] | tuple[str, ...] = (),
+        templates_path: list[str] | tuple[str, ...] = ()) -> SearchPath:
+    """Set the user's folders for this run: next to `inventory` (a folder or a file), then the settings'."""
+    global _current
+    roles: list[Path] = []
+    templates: list[Path] = []
+    origins: dict[str, str] = {}
+    shipped_all = {p.resolve() for kind in ("roles", "templates") for p in shipped(kind)}
+
+    def add(into: list[Path], folder: Path, why: str) -> None:
+        folder = folder.expanduser().resolve()
+        if folder.is_dir() and folder not in shipped_all and folder not in into:
+            into.append(folder)
+            origins[str(folder)] = why
+
+    if inventory is not None:
+        beside = Path(inventory).expanduser().resolve().parent
+        add(roles, beside / "roles", f"next to the inventory {inventory}")
+        add(templates, beside / "templates", f"next to the inventory {inventory}")
+    for p in roles_path:
+        add(roles, Path(p), "the roles_path setting")
+    for p in templates_path:
+        add(templates, Path(p), "the templates_path setting")
+    _current = SearchPath(tuple(roles), tuple(templates), origins)
+    return _current
+
+
+def current() -> SearchPath:
+    return _current
+
+
 def role_folders() -> list[Path]:
-    return shipped("roles")
+    return [*_current.roles, *shipped("roles")]
 
 
 def template_folders() -> list[Path]:
-    return shipped("templates")
+    return [*_current.templates, *shipped("templates")]
 
 
 def is_shipped(path: Path) -> bool:

@@ -4,7 +4,8 @@
     < the user's   $XDG_CONFIG_HOME/gpunode/config.yaml (~/.config/gpunode/config.yaml)
     < the project's gpunode.yaml, in this folder or the nearest one above it
       ($GPUNODE_CONFIG names the file instead, and then no other project file is looked for)
-    < environment variables (GPUNODE_INVENTORY, GPUNODE_FORKS, GPUNODE_KNOWN_HOSTS, NO_COLOR, FORCE_COLOR)
+    < environment variables (GPUNODE_INVENTORY, GPUNODE_FORKS, GPUNODE_KNOWN_HOSTS, GPUNODE_ROLES_PATH,
+      GPUNODE_TEMPLATES_PATH, NO_COLOR, FORCE_COLOR)
     < command-line flags
 
 A relative path in a file is relative to that file's folder, so a project file works from any
@@ -25,6 +26,7 @@ from gpunode import yamlsrc
 from gpunode.errors import InventoryError
 
 PROJECT_FILE = "gpunode.yaml"
+KEYS = ["inventory", "forks", "known_hosts", "colour", "roles_path", "templates_path"]
 COLOURS = ("auto", "always", "never")
 
 
@@ -34,6 +36,8 @@ class Settings:
     forks: int | None = None            # targets at once, for every task that has --forks
     known_hosts: str | None = None      # gpunode's own known_hosts file
     colour: str = "auto"                # auto: colour on a terminal; always; never
+    roles_path: list[str] = field(default_factory=list)      # user role folders, before the shipped roles
+    templates_path: list[str] = field(default_factory=list)  # user template folders, before the shipped ones
     origins: dict[str, str] = field(default_factory=dict)  # setting -> file:line or environment variable
 
 
@@ -64,6 +68,9 @@ def load(start: Path | None = None) -> Settings:
                      ("GPUNODE_KNOWN_HOSTS", "known_hosts")):
         if os.environ.get(env):
             _set(out, key, os.environ[env], env)
+    for env, key in (("GPUNODE_ROLES_PATH", "roles_path"), ("GPUNODE_TEMPLATES_PATH", "templates_path")):
+        if os.environ.get(env):  # folders separated by ':', as PATH
+            _set(out, key, [p for p in os.environ[env].split(":") if p], env)
     if os.environ.get("NO_COLOR"):  # https://no-color.org: any value turns colour off
         _set(out, "colour", "never", "NO_COLOR")
     elif os.environ.get("FORCE_COLOR"):
@@ -80,19 +87,33 @@ def _apply_file(out: Settings, path: Path) -> None:
                              hint="e.g. `inventory: inventory/` and `forks: 8`, one per line")
     for key, value in doc.items():
         where = yamlsrc.where(doc, key, str(path))
-        if key not in ("inventory", "forks", "known_hosts", "colour", "color"):
-            close = difflib.get_close_matches(str(key), ["inventory", "forks", "known_hosts", "colour"], n=1)
+        if key not in (*KEYS, "color"):
+            close = difflib.get_close_matches(str(key), KEYS, n=1)
             raise InventoryError(f"{where}: unknown setting {key!r}",
                                  hint=f"did you mean {close[0]!r}?" if close else
-                                 "the settings are inventory, forks, known_hosts and colour (docs/config.md)")
+                                 f"the settings are {', '.join(KEYS)} (docs/config.md)")
         if key in ("inventory", "known_hosts") and isinstance(value, str) and value:
-            given = Path(value).expanduser()
-            value = str(given if given.is_absolute() else path.parent / given)
+            value = _beside(path, value)
+        if key in ("roles_path", "templates_path"):
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise InventoryError(f"{where}: {key} must be a folder or a list of folders, got {str(value)[:40]!r}",
+                                     hint=f"e.g. `{key}: [~/gpunode/{key.split('_')[0]}]`")
+            value = [_beside(path, v) for v in value]
         _set(out, "colour" if key == "color" else key, value, where)
 
 
+def _beside(path: Path, value: str) -> str:
+    """A relative path in a config file is relative to that file's folder."""
+    given = Path(value).expanduser()
+    return str(given if given.is_absolute() else path.parent / given)
+
+
 def _set(out: Settings, key: str, value: Any, where: str) -> None:
-    if key == "forks":
+    if key in ("roles_path", "templates_path"):
+        pass  # a list of folders, checked by the caller
+    elif key == "forks":
         text = str(value).strip()
         if isinstance(value, bool) or not (text.isascii() and text.isdigit() and 1 <= int(text) <= 256):
             raise InventoryError(f"{where}: forks must be a whole number from 1 to 256, got {str(value)[:40]!r}",

@@ -98,7 +98,22 @@ def load_inventory(given: str | None) -> inventory.Inventory:
         if where:
             raise InventoryError(f"inventory {path} (from {where}) does not exist",
                                  hint="fix that setting, or pass --inventory PATH")
-    return inventory.load(path)
+    loaded = inventory.load(path)
+    use_search_path(path)
+    return loaded
+
+
+def use_search_path(inventory_file: Path | None) -> None:
+    """The user's roles and templates for this run: next to the inventory, then the settings' folders."""
+    from gpunode import searchpath, settings
+
+    s = settings.current()
+    for key, folders in (("roles_path", s.roles_path), ("templates_path", s.templates_path)):
+        for folder in folders:
+            if not Path(folder).expanduser().is_dir():
+                raise InventoryError(f"{key}: {folder} is not a folder (from {s.origins.get(key, key)})",
+                                     hint=f"create it or fix {key}")
+    searchpath.use(inventory_file, s.roles_path, s.templates_path)
 
 
 # Versions stay text: YAML would read python=3.10 as the number 3.1.

@@ -2,14 +2,23 @@
 
 Each role lives in roles/<name>/ (the repository's top level; gpunode/roles/<name>/ in the
 wheel) with role.py (`build(ctx) -> list[RolePlan]`), defaults.yml (its public variables,
-each commented), types.yml (their types, checked by varspec.py) and README.md. The order
-below is the provisioning order; DEPENDS says what `--only` checks is already
-in place before it runs a role alone.
+each commented), types.yml (their types, checked by varspec.py) and README.md.
+
+The shipped roles run in ORDER; DEPENDS says what `--only` checks is already in place
+before it runs a role alone. A user's role (a folder on the search path, gpunode.searchpath)
+has the same parts and says where it runs in its role.py: DEPENDS (roles that must be in
+place, which it also runs after), AFTER and BEFORE (roles it runs after or before). Without
+a word it runs after the shipped roles. A user role of a shipped role's name replaces it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import re
+import sys
+import types
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,61 +40,181 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "weights": ("base",),
     "servers": ("engine", "cuda_fixes", "weights"),
 }
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
-__all__ = ["DEPENDS", "ORDER", "RoleContext", "build", "defaults", "select"]
+__all__ = ["DEPENDS", "ORDER", "Role", "RoleContext", "build", "defaults", "folder", "order", "select"]
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    folder: Path
+    shipped: bool
+    depends: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    before: tuple[str, ...] = ()
+
+
+def _user_folders() -> dict[str, Path]:
+    """name -> folder of every user role: the first folder on the search path that has it."""
+    out: dict[str, Path] = {}
+    for root in searchpath.current().roles:
+        for sub in sorted(root.iterdir()):
+            if not (sub / "role.py").is_file() or sub.name in out:
+                continue
+            if not _NAME.fullmatch(sub.name):
+                raise InventoryError(f"role folder {sub}: {sub.name[:40]!r} is not a role name",
+                                     hint="name it with letters, digits and _ (it is what --only takes)")
+            out[sub.name] = sub
+    return out
 
 
 def folder(name: str) -> Path:
-    """The folder of the role `name`: the first on the search path that has its role.py."""
-    for root in searchpath.role_folders():
+    """The folder of the role `name`: a user's first, then the shipped one."""
+    user = _user_folders()
+    if name in user:
+        return user[name]
+    for root in searchpath.shipped("roles"):
         if (root / name / "role.py").is_file():
             return root / name
     raise InventoryError(f"no role {name[:40]!r} in {', '.join(map(str, searchpath.role_folders()))}",
-                         hint=f"roles: {', '.join(ORDER)}")
+                         hint=f"roles: {', '.join(names())}")
+
+
+def module(name: str) -> types.ModuleType:
+    """The role's role.py: a shipped role as gpunode.roles.<name>.role, a user's under a package of its folder."""
+    where = folder(name)
+    if name not in _user_folders():
+        return importlib.import_module(f"gpunode.roles.{name}.role")
+    # One package per folder, so a user role may import its own modules (from . import x).
+    package = f"gpunode_user_role_{hashlib.sha256(str(where).encode()).hexdigest()[:12]}_{name}"
+    if package not in sys.modules:
+        pkg = types.ModuleType(package)
+        pkg.__path__ = [str(where)]
+        pkg.__file__ = str(where / "__init__.py")
+        sys.modules[package] = pkg
+    try:
+        return importlib.import_module(f"{package}.role")
+    except InventoryError:
+        raise
+    except Exception as exc:  # a user's code: say which file, not an internal error
+        raise InventoryError(f"role {name}: {where / 'role.py'} does not load: {type(exc).__name__}: "
+                             f"{str(exc)[:200]}", hint="fix that file; GPUNODE_DEBUG=1 shows where") from exc
+
+
+def _words(role: str, mod: types.ModuleType, attr: str, known: set[str]) -> tuple[str, ...]:
+    value = getattr(mod, attr, ())
+    if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
+        raise InventoryError(f"role {role}: {attr} in {mod.__file__} must be a tuple of role names, got {value!r:.60}",
+                             hint=f'e.g. {attr} = ("servers",)')
+    for v in value:
+        if v not in known:
+            raise InventoryError(f"role {role}: {attr} in {mod.__file__} names {v[:40]!r}, which is no role",
+                                 hint=f"roles: {', '.join(sorted(known))}")
+        if v == role:
+            raise InventoryError(f"role {role}: {attr} in {mod.__file__} names the role itself",
+                                 hint=f"remove {role!r} from {attr}")
+    return tuple(value)
 
 
 @cache
-def _defaults_of(name: str) -> dict[str, Any]:
-    return yaml.safe_load((folder(name) / "defaults.yml").read_text()) or {}
+def _catalogue(user_roots: tuple[Path, ...]) -> dict[str, Role]:
+    user = _user_folders()
+    known = set(ORDER) | set(user)
+    out: dict[str, Role] = {}
+    for name in ORDER:
+        if name not in user:
+            out[name] = Role(name, folder(name), True, DEPENDS[name])
+    for name, where in user.items():
+        mod = module(name)
+        depends = _words(name, mod, "DEPENDS", known)
+        if name in DEPENDS and not hasattr(mod, "DEPENDS"):
+            depends = DEPENDS[name]  # a replaced shipped role keeps its dependencies unless it says otherwise
+        out[name] = Role(name, where, False, depends, _words(name, mod, "AFTER", known),
+                         _words(name, mod, "BEFORE", known))
+    return out
 
 
-def defaults(names: tuple[str, ...] = ORDER) -> dict[str, Any]:
+def catalogue() -> dict[str, Role]:
+    """Every role on the search path, by name."""
+    return _catalogue(searchpath.current().roles)
+
+
+def names() -> list[str]:
+    return list(order())
+
+
+def order() -> tuple[str, ...]:
+    """The provisioning order: the shipped roles in ORDER, each user role where it says (after its
+    DEPENDS and AFTER, before its BEFORE), else after the shipped roles; a cycle is refused."""
+    roles = catalogue()
+    edges: dict[str, set[str]] = {name: set() for name in roles}  # name -> roles that must come first
+    shipped = [n for n in ORDER if n in roles]
+    for first, then in zip(shipped, shipped[1:], strict=False):
+        edges[then].add(first)
+    for role in roles.values():
+        edges[role.name].update(role.depends, role.after)
+        if not (role.shipped or role.name in ORDER or role.depends or role.after or role.before) and shipped:
+            edges[role.name].add(shipped[-1])  # says nothing: after the shipped roles
+        for later in role.before:
+            edges[later].add(role.name)
+    rank = {name: (0, ORDER.index(name)) if name in ORDER else (1, 0) for name in roles}
+    placed: list[str] = []
+    while len(placed) < len(roles):
+        ready = [n for n in roles if n not in placed and edges[n] <= set(placed)]
+        if not ready:
+            stuck = sorted(n for n in roles if n not in placed)
+            raise InventoryError(f"the roles {', '.join(stuck)} wait for each other (DEPENDS, AFTER and BEFORE "
+                                 "make a cycle)", hint="; ".join(f"{n}: {roles[n].folder}/role.py" for n in stuck
+                                                                  if not roles[n].shipped) or "check the user roles")
+        placed.append(min(ready, key=lambda n: (rank[n], n)))
+    return tuple(placed)
+
+
+@cache
+def _defaults_of(where: Path) -> dict[str, Any]:
+    path = where / "defaults.yml"
+    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def defaults(names: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Every role's defaults.yml merged: the lowest layer of the variables."""
     out: dict[str, Any] = {}
-    for name in names:
-        out.update(_defaults_of(name))
+    for name in names if names is not None else order():
+        out.update(_defaults_of(folder(name)))
     return out
 
 
 def select(only: str | None) -> tuple[list[str], list[str]]:
     """--only a,b -> (roles to run, roles that must already be in place)."""
+    everything = order()
     if not only:
-        return list(ORDER), []
+        return list(everything), []
     wanted = [r.strip() for r in only.split(",") if r.strip()]
     if not wanted:
         raise InventoryError(f"--only {only.strip()[:40]!r} names no role",
-                             hint=f"e.g. --only engine; roles: {', '.join(ORDER)}")
+                             hint=f"e.g. --only engine; roles: {', '.join(everything)}")
     for name in wanted:
-        if name not in ORDER:
-            raise InventoryError(f"--only: unknown role {name[:40]!r}", hint=f"roles: {', '.join(ORDER)}")
+        if name not in everything:
+            raise InventoryError(f"--only: unknown role {name[:40]!r}", hint=f"roles: {', '.join(everything)}")
+    roles = catalogue()
     needed: list[str] = []
 
     def walk(name: str) -> None:
-        for dep in DEPENDS[name]:
+        for dep in roles[name].depends:
             if dep not in wanted and dep not in needed:
                 walk(dep)
                 needed.append(dep)
 
     for name in wanted:
         walk(name)
-    run = [r for r in ORDER if r in wanted]
-    return run, [r for r in ORDER if r in needed]
+    run = [r for r in everything if r in wanted]
+    return run, [r for r in everything if r in needed]
 
 
 def build(names: list[str], ctx: RoleContext) -> list:
     """RolePlans for the named roles, in provisioning order."""
     plans = []
     for name in names:
-        module = importlib.import_module(f"gpunode.roles.{name}.role")
-        plans.extend(module.build(ctx))
+        plans.extend(module(name).build(ctx))
     return plans

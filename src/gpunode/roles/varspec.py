@@ -26,6 +26,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -33,7 +34,7 @@ import yaml
 from gpunode.errors import preview
 from gpunode.steps.unitfmt import control_chars
 
-ROLES = ("base", "engine", "cuda_fixes", "weights", "servers", "demo")
+TEST_ROLES = ("demo",)  # the lab's demo role: its variables are checked as a role's
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -224,18 +225,23 @@ def describe(spec: str) -> str:
             "program path": "an absolute path without $ \" ' ` ; or %"}.get(spec, spec)
 
 
-@cache
 def _declared(role: str) -> dict[str, str]:
     from gpunode import roles
 
-    resource = roles.folder(role) / "types.yml"
+    return _types_of(roles.folder(role) / "types.yml")
+
+
+@cache
+def _types_of(resource: Path) -> dict[str, str]:
     return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
 
 
-def declared(roles: tuple[str, ...] = ROLES) -> dict[str, tuple[str, str]]:
-    """{variable: (type, role)} over the roles' types.yml."""
+def declared(roles: tuple[str, ...] | None = None) -> dict[str, tuple[str, str]]:
+    """{variable: (type, role)} over the types.yml of the roles on the search path."""
+    from gpunode import roles as catalogue
+
     out: dict[str, tuple[str, str]] = {}
-    for role in roles:
+    for role in roles if roles is not None else (*catalogue.order(), *TEST_ROLES):
         for name, spec in _declared(role).items():
             out.setdefault(name, (spec, role))
     return out

@@ -12,13 +12,14 @@ from __future__ import annotations
 import difflib
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, ClassVar
 
-from gpunode import shell
+from gpunode import searchpath, shell
 from gpunode.errors import StepError, tail
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
-from gpunode.steps.render import render
+from gpunode.steps.render import render_from
 from gpunode.transport.base import SHA_ON_STDIN, Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
@@ -236,6 +237,8 @@ class Template(File):
 
     comment: the comment marker of the file's format for the "managed by
     gpunode" header; None for formats without comments (JSON).
+    The template is the first of that name on the search path (a user's templates/ folder
+    before the shipped one); check() says which file it was.
     """
 
     template: str = ""
@@ -245,7 +248,19 @@ class Template(File):
     def __post_init__(self) -> None:
         if not self.template:
             raise StepError(f"Template for {self.path} names no template")
-        self.content = render(self.template, self.vars, comment=self.comment)
+        self.content, self.source = render_from(self.template, self.vars, comment=self.comment)
+
+    @property
+    def origin(self) -> str:
+        if searchpath.is_shipped(Path(self.source)):
+            return f"template {self.template}, shipped"
+        return f"template {self.source}"
+
+    def check(self, probe: Probe) -> Outcome:
+        outcome = super().check(probe)
+        if isinstance(outcome, Change):
+            return replace(outcome, summary=f"{outcome.summary} ({self.origin})")
+        return replace(outcome, reason=f"{outcome.reason} ({self.origin})")
 
 
 @dataclass

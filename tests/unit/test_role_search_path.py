@@ -1,0 +1,143 @@
+"""A user's roles and templates: found next to the inventory and in roles_path / templates_path,
+before the shipped ones; a user role says where it runs; --only and the types work for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpunode import roles, searchpath, settings
+from gpunode.cli.common import load_inventory
+from gpunode.errors import InventoryError
+from gpunode.roles import varspec
+from gpunode.steps.base import Probe
+from gpunode.steps.files import Template
+from gpunode.steps.render import render_from
+
+
+@pytest.fixture(autouse=True)
+def no_user_folders(monkeypatch):
+    for name in ("GPUNODE_ROLES_PATH", "GPUNODE_TEMPLATES_PATH", "GPUNODE_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    yield
+    searchpath.use()
+
+
+def user_role(root: Path, name: str, placement: str = "", types: str = "", defaults: str = "") -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "role.py").write_text(
+        "from gpunode.engine import RolePlan\nfrom gpunode.steps.files import Directory\n"
+        f"{placement}\n\n\ndef build(ctx):\n"
+        f"    return [RolePlan({name!r}, [Directory(ctx.vars[{name + '_dir'!r}])])]\n")
+    (folder / "defaults.yml").write_text(defaults or f"{name}_dir: /srv/{name}\n")
+    (folder / "types.yml").write_text(types or f"{name}_dir: path\n")
+    (folder / "README.md").write_text(f"# {name}\n")
+    return folder
+
+
+def inventory_in(project: Path) -> Path:
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "hosts.yml").write_text("hosts:\n  h1:\n    address: 127.0.0.1\n")
+    return project / "hosts.yml"
+
+
+def test_a_user_role_runs_where_it_says(tmp_path):
+    user_role(tmp_path / "roles", "exporter", 'DEPENDS = ("base",)\nAFTER = ("servers",)')
+    user_role(tmp_path / "roles", "proxy", 'AFTER = ("weights",)\nBEFORE = ("servers",)')
+    user_role(tmp_path / "roles", "extra")  # says nothing: after the shipped roles
+    searchpath.use(inventory_in(tmp_path))
+    assert roles.order() == ("base", "engine", "cuda_fixes", "weights", "proxy", "servers", "exporter", "extra")
+    assert roles.select("exporter") == (["exporter"], ["base"])
+    assert roles.select("proxy,servers")[0] == ["proxy", "servers"]
+    searchpath.use()
+    assert roles.order() == roles.ORDER  # without the inventory's folder, only the shipped roles
+
+
+def test_only_names_the_user_roles_when_it_does_not_know_one(tmp_path):
+    user_role(tmp_path / "roles", "exporter")
+    searchpath.use(inventory_in(tmp_path))
+    with pytest.raises(InventoryError, match="unknown role 'exporer'") as err:
+        roles.select("exporer")
+    assert "exporter" in err.value.hint
+
+
+def test_a_cycle_and_an_unknown_neighbour_are_refused_with_the_file(tmp_path):
+    user_role(tmp_path / "a" / "roles", "one", 'AFTER = ("two",)')
+    user_role(tmp_path / "a" / "roles", "two", 'AFTER = ("one",)')
+    searchpath.use(inventory_in(tmp_path / "a"))
+    with pytest.raises(InventoryError, match="the roles one, two wait for each other") as err:
+        roles.order()
+    assert str(tmp_path / "a" / "roles" / "one" / "role.py") in err.value.hint
+    user_role(tmp_path / "b" / "roles", "lone", 'AFTER = ("sevrers",)')
+    searchpath.use(inventory_in(tmp_path / "b"))
+    with pytest.raises(InventoryError, match=r"AFTER in .*lone/role.py names 'sevrers', which is no role"):
+        roles.order()
+
+
+def test_a_user_role_that_does_not_load_is_named(tmp_path):
+    folder = user_role(tmp_path / "roles", "broken")
+    (folder / "role.py").write_text("def build(ctx) ->\n")
+    searchpath.use(inventory_in(tmp_path))
+    with pytest.raises(InventoryError, match=r"role broken: .*broken/role.py does not load: SyntaxError"):
+        roles.order()
+
+
+def test_a_user_roles_defaults_and_types_join_the_shipped_ones(tmp_path):
+    user_role(tmp_path / "roles", "exporter", defaults="exporter_dir: /srv/exporter\nexporter_port: 9100\n",
+              types="exporter_dir: path\nexporter_port: port\n")
+    searchpath.use(inventory_in(tmp_path))
+    assert roles.defaults()["exporter_port"] == 9100
+    assert "base_packages" in roles.defaults()
+    assert varspec.declared()["exporter_port"] == ("port", "exporter")
+    with pytest.raises(InventoryError, match=r"exporter_port=70000 \(from --set\)"):
+        varspec.check({"exporter_port": 70000}, {"exporter_port": "--set"})
+
+
+def test_the_inventorys_folder_comes_before_roles_path_and_both_before_the_shipped(tmp_path, monkeypatch):
+    user_role(tmp_path / "proj" / "roles", "exporter", defaults="exporter_dir: /srv/near\n")
+    user_role(tmp_path / "more", "exporter", defaults="exporter_dir: /srv/far\n")
+    user_role(tmp_path / "more", "other")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "proj" / "gpunode.yaml").write_text("roles_path: ../more\n")  # relative to its own folder
+    monkeypatch.setenv("GPUNODE_CONFIG", str(tmp_path / "proj" / "gpunode.yaml"))
+    load_inventory(str(inventory_in(tmp_path / "proj")))
+    assert searchpath.current().roles == ((tmp_path / "proj" / "roles").resolve(), (tmp_path / "more").resolve())
+    assert roles.defaults()["exporter_dir"] == "/srv/near"
+    assert roles.order()[-2:] == ("exporter", "other")
+
+
+def test_a_settings_folder_that_does_not_exist_is_named(tmp_path, monkeypatch):
+    (tmp_path / "gpunode.yaml").write_text("templates_path: [nowhere]\n")
+    monkeypatch.setenv("GPUNODE_CONFIG", str(tmp_path / "gpunode.yaml"))
+    with pytest.raises(InventoryError, match=rf"templates_path: {tmp_path}/nowhere is not a folder"):
+        load_inventory(str(inventory_in(tmp_path / "proj")))
+    (tmp_path / "gpunode.yaml").write_text("roles_path: 3\n")
+    with pytest.raises(InventoryError, match="roles_path must be a folder or a list of folders"):
+        settings.load()
+
+
+def test_the_repositorys_own_folders_are_shipped_not_user_folders():
+    searchpath.use(Path("inventory"))  # the checkout's inventory/: its roles/ beside it is the shipped one
+    assert searchpath.current().roles == () and searchpath.current().templates == ()
+
+
+def test_a_user_template_overrides_the_shipped_one_and_the_check_says_which_file(tmp_path):
+    shipped_text, shipped_from = render_from("weights/stage-weights.sh", {}, comment=None)
+    assert searchpath.is_shipped(Path(shipped_from))
+    ours = tmp_path / "templates" / "weights" / "stage-weights.sh"
+    ours.parent.mkdir(parents=True)
+    ours.write_text("#!/bin/sh\necho ours\n")
+    searchpath.use(inventory_in(tmp_path))
+    text, source = render_from("weights/stage-weights.sh", {}, comment=None)
+    assert (text, source) == ("#!/bin/sh\necho ours\n", str(ours.resolve()))
+
+    step = Template(str(tmp_path / "out.sh"), template="weights/stage-weights.sh", comment=None)
+    outcome = step.check(Probe(0, "missing\n"))
+    assert outcome.summary.endswith(f"(template {ours.resolve()})")
+    searchpath.use()
+    step = Template(str(tmp_path / "out.sh"), template="weights/stage-weights.sh", comment=None)
+    outcome = step.check(Probe(0, "missing\n"))
+    assert outcome.summary.endswith("(template weights/stage-weights.sh, shipped)")
+    assert step.content == shipped_text
