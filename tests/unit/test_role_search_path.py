@@ -141,3 +141,32 @@ def test_a_user_template_overrides_the_shipped_one_and_the_check_says_which_file
     outcome = step.check(Probe(0, "missing\n"))
     assert outcome.summary.endswith("(template weights/stage-weights.sh, shipped)")
     assert step.content == shipped_text
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+
+def test_the_example_role_from_docs_runs_after_the_servers_and_says_what_teardown_removes():
+    searchpath.use(roles_path=[str(EXAMPLES / "roles")], templates_path=[str(EXAMPLES / "templates")])
+    assert roles.order()[-2:] == ("servers", "node_metrics")
+    assert roles.select("node_metrics") == (["node_metrics"], ["base"])
+    v = roles.defaults()
+    varspec.check(v)
+    assert roles.removals(v) == ["/etc/gpunode-node-metrics", "/var/lib/gpunode-node-metrics"]
+    ctx = roles.RoleContext(target="lab/200", vars={**v, "node_metrics_labels": {"rack": 'r"1'}}, facts=None,
+                            plan=None)
+    (plan,) = roles.build(["node_metrics"], ctx)
+    assert [s.id for s in plan.steps] == [
+        "dir:/etc/gpunode-node-metrics", "dir:/var/lib/gpunode-node-metrics",
+        "file:/etc/gpunode-node-metrics/node-metrics.env", "file:/var/lib/gpunode-node-metrics/metrics",
+        "unit:gpunode-node-metrics.service", "service:gpunode-node-metrics.service"]
+    assert 'gpunode_node_info{target="lab/200",rack="r\\"1"} 1' in plan.steps[3].content
+
+
+def test_a_removal_outside_the_roles_own_folders_is_refused(tmp_path):
+    folder = user_role(tmp_path / "roles", "greedy")
+    with (folder / "role.py").open("a") as f:
+        f.write("\n\ndef removes(vars):\n    return ['/var/lib']\n")
+    searchpath.use(inventory_in(tmp_path))
+    with pytest.raises(InventoryError, match=r"role greedy: removes\(\) in .*greedy/role.py gave '/var/lib'"):
+        roles.removals(roles.defaults())

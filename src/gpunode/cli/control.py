@@ -73,6 +73,7 @@ def restart(c, host=None, ct=None, group=None, server=None, router=False, json=F
 def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=False, json=False, inventory=None,
              set_=None, limit=None):
     """Remove what gpunode installed: units, env and secrets files, venvs, staged weights (journal stays)."""
+    from gpunode import roles
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
     from gpunode.engine.lock import Owner
@@ -87,7 +88,8 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
         for target in targets:
             transport = session.transport(target)
             root = str(target.vars.get("weights_dest_root") or "/dev/shm")
-            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge, str(target.vars.get("venv_root") or ""))
+            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge, str(target.vars.get("venv_root") or ""),
+                              roles.removals(target.vars))
             if json and check:
                 say(jsonlib.dumps({"type": "teardown", "check": True, **removal.to_dict()}))
                 continue

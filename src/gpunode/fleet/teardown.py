@@ -3,7 +3,8 @@
 What goes: the gpunode-* units (stopped and disabled first), /etc/gpunode (env and secrets
 files), the venvs and the tools venv under /opt/gpunode, /usr/local/lib/gpunode, the JIT
 cache /var/cache/gpunode, the demo role's files, the /usr/local/bin/uv link into the tools
-venv, and staged weights: folders under weights_dest_root (/dev/shm) that hold gpunode's
+venv, the paths each user role's `removes(vars)` names (gpunode.roles.removals), and staged
+weights: folders under weights_dest_root (/dev/shm) that hold gpunode's
 staging manifest or progress file (.gpunode-manifest, .gpunode-progress: a staging cut
 before its end has only the latter), so a model folder gpunode did not stage is never
 touched, and the work folders of cut staging runs beside them (.gpunode-work.NAME). Staged
@@ -21,6 +22,7 @@ exactly that list under the target's lock.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gpunode.engine import journal, lock
@@ -138,9 +140,12 @@ def parse_listing(target: str, text: str) -> Removal:
     return r
 
 
-def plan(target: Transport, weights_root: str, state_dir: str, purge: bool, venv_root: str = "") -> Removal:
+def plan(target: Transport, weights_root: str, state_dir: str, purge: bool, venv_root: str = "",
+         extra: Sequence[str] = ()) -> Removal:
+    """extra: the user roles' paths (gpunode.roles.removals), listed after gpunode's own."""
     result = target.run(["sh", "-c", _LIST, "sh", weights_root.rstrip("/") or "/dev/shm", state_dir,
-                         "1" if purge else "0", venv_root.rstrip("/"), *PATHS], timeout=120)
+                         "1" if purge else "0", venv_root.rstrip("/"), *PATHS, *(p for p in extra if p not in PATHS)],
+                        timeout=120)
     result.check("listing what gpunode installed")
     return parse_listing(target.name, result.stdout)
 

@@ -20,7 +20,7 @@ import sys
 import types
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import yaml
@@ -40,6 +40,9 @@ DEPENDS: dict[str, tuple[str, ...]] = {
     "weights": ("base",),
     "servers": ("engine", "cuda_fixes", "weights"),
 }
+_SYSTEM_FOLDERS = {"/var/lib", "/var/cache", "/var/log", "/var/tmp", "/usr/local", "/usr/lib", "/usr/bin",
+                   "/usr/sbin", "/usr/share", "/etc/systemd", "/etc/default", "/opt/gpunode", "/etc/gpunode",
+                   "/var/lib/gpunode", "/usr/local/bin", "/usr/local/lib", "/dev/shm", "/run/user"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 __all__ = ["DEPENDS", "ORDER", "Role", "RoleContext", "build", "defaults", "folder", "order", "select"]
@@ -210,6 +213,26 @@ def select(only: str | None) -> tuple[list[str], list[str]]:
         walk(name)
     run = [r for r in everything if r in wanted]
     return run, [r for r in everything if r in needed]
+
+
+def removals(vars: dict[str, Any]) -> list[str]:
+    """What `inv teardown` removes for the user roles besides their gpunode-* units: each role's
+    `removes(vars)`, absolute paths below a top-level folder (never / or /etc itself)."""
+    out: list[str] = []
+    for name, role in catalogue().items():
+        if role.shipped:
+            continue  # the shipped roles' paths are fleet/teardown.PATHS
+        hook = getattr(module(name), "removes", None)
+        for path in hook(vars) if hook is not None else ():
+            parts = PurePosixPath(str(path)).parts
+            if (not isinstance(path, str) or not path.startswith("/") or len(parts) < 3 or ".." in parts
+                    or re.search(r"[\x00-\x1f\x7f]", path) or path.rstrip("/") in _SYSTEM_FOLDERS):
+                raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {str(path)[:80]!r}",
+                                     hint="give the absolute paths the role made, two folders deep at least "
+                                     "(/etc/myrole, /var/lib/myrole), never a system folder")
+            if path not in out:
+                out.append(path)
+    return out
 
 
 def build(names: list[str], ctx: RoleContext) -> list:
