@@ -14,8 +14,8 @@ import statistics
 import subprocess
 import time
 
-from gpunode.lab import paths
 from gpunode.transport import PctTransport, SshSettings, SshTransport
+from gpunode_lab import paths
 
 
 def settings() -> SshSettings:

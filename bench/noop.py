@@ -44,8 +44,8 @@ from pathlib import Path
 from gpunode import inventory, pipeline, roles
 from gpunode.engine import run_target, run_targets
 from gpunode.engine.metered import Metered
-from gpunode.roles.demo.role import role as demo_role
 from gpunode.transport import PctTransport, SshSettings, SshTransport
+from gpunode_lab.roles.demo.role import role as demo_role
 
 REPO = Path(__file__).resolve().parents[1]  # where tasks.py is: `inv` looks for it from its folder
 GROUP_VMIDS = tuple(range(260, 268))
@@ -177,7 +177,7 @@ def timed_cpu(fn, repeat: int, session: int) -> tuple[Cost, object]:
 
 
 def group_rows(ssh: SshTransport, host, pct_s: float, repeat: int) -> list[str]:
-    from gpunode.lab import containers
+    from gpunode_lab import containers
 
     boxes = [containers.Container(v, "cpu", f"lab-noop-{v}", GROUP_MEMORY_MB, True, 1, 0, containers.SHARES)
              for v in GROUP_VMIDS]

@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import vs_ansible_report as report  # noqa: E402
 import vs_ansible_work as W  # noqa: E402
 
-from gpunode.lab import containers, paths  # noqa: E402
+from gpunode_lab import containers, paths  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ANSIBLE_DIR = HERE / "ansible"

@@ -81,14 +81,14 @@ mkdir -p /run/sshd
 /usr/sbin/sshd -f /var/lib/gpunode-lab/ssh/sshd_config -E /var/lib/gpunode-lab/ssh/sshd.log
 cd /work/main
 /opt/gnvenv/bin/python - <<EOF
-from gpunode.lab import containers
+from gpunode_lab import containers
 box = containers.Container(250, "cpu", "lab-noop-250", 384, True, 1, 0, containers.SHARES)
 containers.ensure(box)
 containers.start(box)
 print("container 250 running")
 EOF
 rc=0; /opt/gnvenv/bin/python bench/noop.py --inventory /tmp/hosts.yml --ct 250 "$@" || rc=$?
-/opt/gnvenv/bin/python -c "from gpunode.lab import containers
+/opt/gnvenv/bin/python -c "from gpunode_lab import containers
 containers.remove(containers.Container(250, \"cpu\", \"lab-noop-250\", 384, True, 1, 0, containers.SHARES))"
 kill "$(cat /var/lib/gpunode-lab/ssh/sshd.pid)"
 exit $rc

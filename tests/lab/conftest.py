@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from gpunode.lab import paths
 from gpunode.transport import PctTransport, SshSettings, SshTransport
+from gpunode_lab import paths
 
 
 def lab_settings(**overrides) -> SshSettings:
@@ -39,7 +39,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def lab():
-    from gpunode.lab import status
+    from gpunode_lab import status
 
     st = status()
     if not st["up"]:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from gpunode.lab import containers, paths, pve_api
+from gpunode_lab import containers, paths, pve_api
 
 
 def pve_inventory(api_port: int, token_id: str, secret: str, *, host_vars: str = "", containers: str = "",

@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpunode.lab import containers, paths
+from gpunode_lab import containers, paths
 
 REPO = Path(__file__).resolve().parents[2]
 INV = Path(sys.executable).with_name("inv")

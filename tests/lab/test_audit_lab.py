@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import containers, paths
+from gpunode_lab import containers, paths
 from tests.lab.provision_helpers import INV, REPO, write_inventory
 
 pytestmark = pytest.mark.lab

@@ -19,10 +19,10 @@ from rich.console import Console
 from gpunode.engine import RolePlan, run_target
 from gpunode.engine.lock import Owner
 from gpunode.errors import LockError
-from gpunode.lab import containers, paths
 from gpunode.report import HumanReport
-from gpunode.roles.demo.role import DEFAULTS, role
 from gpunode.transport import PctTransport, SshTransport
+from gpunode_lab import containers, paths
+from gpunode_lab.roles.demo.role import DEFAULTS, role
 from tests.lab.conftest import lab_settings
 from tests.unit.engine_helpers import Collect
 

@@ -19,7 +19,7 @@ from gpunode.engine import lock
 from gpunode.engine.probe import new_nonce
 from gpunode.facts import probe
 from gpunode.facts.parse import parse
-from gpunode.lab import paths
+from gpunode_lab import paths
 from tests.lab.provision_helpers import CT_PATH, container_fixture, cpu_vars
 
 VMID = 284

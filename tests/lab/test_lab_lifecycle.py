@@ -26,7 +26,7 @@ pytestmark = [
 
 SCRIPT = textwrap.dedent("""
     import json, os, subprocess, sys
-    from gpunode import lab
+    import gpunode_lab as lab
 
     def mine():
         # Processes in this network namespace, other than this one and its ancestors.
@@ -72,7 +72,7 @@ SCRIPT = textwrap.dedent("""
     warm = []
     out["warm_up"] = lab.up(progress=warm.append, cpu_profile_files=False)["up"]
     out["warm_lines"] = warm
-    from gpunode.lab import containers
+    from gpunode_lab import containers
     cg = containers.cgroup_folder()  # this lab's own cgroup folder, named by its state folder
     lab.destroy()
     tops = ["/sys/fs/cgroup", *(f"/sys/fs/cgroup/{d}" for d in os.listdir("/sys/fs/cgroup"))]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import containers, paths
 from gpunode.transport import PctTransport
+from gpunode_lab import containers, paths
 
 pytestmark = pytest.mark.lab
 
@@ -114,7 +114,7 @@ def test_container_memory_limit_like_pve(ct):
 
 
 _IN_NAMESPACE = """
-from gpunode.lab import containers
+from gpunode_lab import containers
 box = containers.Container(297, "cpu", "lab-cgroup-base", 512, True, 1, 0, containers.SHARES)
 try:
     containers.remove(box); containers.ensure(box); containers.start(box)
@@ -202,8 +202,8 @@ def _tree_state(root):
 def test_up_again_is_a_no_op(lab):
     # What makes a re-run cheap is that it restarts nothing and rewrites nothing; how long it
     # takes is bench's business (a timed assertion here failed on a loaded CI machine).
-    from gpunode import lab as labmod
-    from gpunode.lab import containers
+    import gpunode_lab as labmod
+    from gpunode_lab import containers
 
     cts = [ct for ct in containers.lab_containers() if containers.state(ct) == "running"]
     pids = {ct.name: containers.init_pid(ct) for ct in cts}

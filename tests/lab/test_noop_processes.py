@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import pytest
 
 from gpunode.engine import reuse, run_target
-from gpunode.lab import containers, paths
-from gpunode.roles.demo.role import DEFAULTS, role
 from gpunode.testing import Collect
 from gpunode.transport import LocalTransport, PctTransport
+from gpunode_lab import containers, paths
+from gpunode_lab.roles.demo.role import DEFAULTS, role
 
 pytestmark = pytest.mark.lab
 

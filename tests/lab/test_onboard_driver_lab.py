@@ -4,7 +4,7 @@ the driver's user-space installed in a fresh container at the host's version by 
 upgrade makes `inv provision` refuse with both versions, and onboard repairs it.
 
 Container 276 belongs to this file; it is removed before and after. The stand-in host
-(gpunode.lab.gpuhost) is made here and its driver version put back afterwards.
+(gpunode_lab.gpuhost) is made here and its driver version put back afterwards.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from gpunode.facts import gpu as gpufacts
-from gpunode.lab import gpuhost, paths, pve_api
 from gpunode.pve.hostfacts import INSTALLER_CACHE
+from gpunode_lab import gpuhost, paths, pve_api
 from tests.lab.onboard_helpers import pve_inventory, remove_pve_container
 from tests.lab.provision_helpers import INV, REPO, Attached, lab_host, snapshot, write_inventory
 

@@ -14,10 +14,10 @@ import pytest
 
 from gpunode import inventory
 from gpunode.errors import PveError
-from gpunode.lab import containers, paths, pve_api
 from gpunode.pve import containers as pvect
 from gpunode.pve import tasks
 from gpunode.pve.client import PveClient, PveSettings
+from gpunode_lab import containers, paths, pve_api
 from tests.lab.onboard_helpers import pve_inventory, remove_pve_container
 
 pytestmark = pytest.mark.lab

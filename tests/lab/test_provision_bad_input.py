@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import containers, paths
+from gpunode_lab import containers, paths
 from tests.lab.provision_helpers import (
     WATCHED,
     CliRun,

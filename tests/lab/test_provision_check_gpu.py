@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import containers, paths
-from gpunode.lab.node import _install_nvidia_smi
 from gpunode.steps.unitfmt import exec_line
+from gpunode_lab import containers, paths
+from gpunode_lab.node import _install_nvidia_smi
 from tests.lab.provision_helpers import (
     INV,
     REPO,

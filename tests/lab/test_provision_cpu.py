@@ -34,8 +34,8 @@ import pytest
 
 from gpunode import inventory as inventory_file
 from gpunode import pipeline, roles
-from gpunode.lab import paths
 from gpunode.transport import PctTransport
+from gpunode_lab import paths
 from tests.lab.provision_helpers import (
     INV,
     REPO,

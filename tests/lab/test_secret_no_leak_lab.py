@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpunode.lab import paths
+from gpunode_lab import paths
 from tests.lab.provision_helpers import (
     INV,
     REPO,

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gpunode.errors import CommandError, ConnectError, HostKeyError
-from gpunode.lab import paths
 from gpunode.transport import PctTransport, SshTransport
+from gpunode_lab import paths
 from tests.lab.conftest import lab_settings
 
 pytestmark = pytest.mark.lab

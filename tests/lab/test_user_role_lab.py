@@ -24,10 +24,10 @@ from gpunode import roles, searchpath
 from gpunode.engine import DEFAULT_STATE_DIR, run_target
 from gpunode.engine.lock import Owner
 from gpunode.fleet import teardown
-from gpunode.lab import paths
 from gpunode.report import HumanReport
 from gpunode.roles import varspec
 from gpunode.transport import PctTransport, SshTransport
+from gpunode_lab import paths
 from tests.lab.conftest import lab_settings
 from tests.unit.engine_helpers import Collect
 

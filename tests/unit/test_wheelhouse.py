@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpunode.errors import StepError
-from gpunode.lab.wheelhouse import STAMP, build_wheelhouse, manylinux_platforms
+from gpunode_lab.wheelhouse import STAMP, build_wheelhouse, manylinux_platforms
 from tests.wheels import make_wheel
 
 

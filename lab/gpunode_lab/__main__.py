@@ -1,4 +1,4 @@
-"""python -m gpunode.lab up|down|status|destroy [--gpu-shape NAME] [--json]"""
+"""python -m gpunode_lab up|down|status|destroy [--gpu-shape NAME] [--json]"""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import sys
 
 from gpunode.errors import GpunodeError
-from gpunode.lab import node, paths
+from gpunode_lab import node, paths
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpunode.lab", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gpunode_lab", description=__doc__)
     parser.add_argument("action", choices=["up", "down", "status", "destroy"])
     parser.add_argument("--gpu-shape", default=paths.DEFAULT_GPU_SHAPE,
                         help="recorded nvidia-smi shape replayed in container 201 (up only)")

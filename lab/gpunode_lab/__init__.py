@@ -5,16 +5,16 @@ An OpenSSH server on 127.0.0.1:2222 (own host key, root login by key), real LXC 
 from a cached Debian rootfs, and a `pct` command that follows real pct's CLI. Containers
 install from a local Debian package source and a wheelhouse that the lab bind-mounts.
 
-    from gpunode import lab
+    import gpunode_lab as lab
     lab.up()        # idempotent; the first run on a machine builds the cache (minutes)
     lab.status()    # plain dict
     lab.down()      # stop everything, keep containers and caches
     lab.destroy()   # also remove containers and state (the cache stays)
 
-Fixed paths are in gpunode.lab.paths. Needs root on a Debian/Ubuntu machine.
+Fixed paths are in gpunode_lab.paths. Needs root on a Debian/Ubuntu machine.
 """
 
-from gpunode.lab.common import LabError
-from gpunode.lab.node import destroy, down, status, up
+from gpunode_lab.common import LabError
+from gpunode_lab.node import destroy, down, status, up
 
 __all__ = ["LabError", "destroy", "down", "status", "up"]

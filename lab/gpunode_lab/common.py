@@ -11,7 +11,7 @@ from pathlib import Path
 
 from gpunode.errors import GpunodeError, tail
 
-log = logging.getLogger("gpunode.lab")
+log = logging.getLogger("gpunode_lab")
 
 Progress = Callable[[str], None]
 

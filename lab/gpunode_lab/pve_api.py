@@ -2,7 +2,7 @@
 
 A small HTTPS server on 127.0.0.1 serving the few endpoints `inv onboard` uses, at their
 real paths under /api2/json, with real JSON shapes, backed by the lab's real LXC containers
-(gpunode.lab.containers) and writing the PVE-format config that the pct stand-in prints:
+(gpunode_lab.containers) and writing the PVE-format config that the pct stand-in prints:
 
     GET  /nodes                                   [{node, status, type, id}]
     GET  /nodes/{node}/lxc                        [{vmid, status, name, maxmem, cpus, type}]
@@ -35,7 +35,7 @@ loopback), unprivileged id maps (lab CTs are privileged), read-write mount point
 mounts every mpN read-only), devN passthrough into the CT (validated and recorded only, but see below),
 and changes of mpN/devN on a running CT (refused with a 500 that says so, instead of
 PVE's pending section). devN entries naming the lab's stand-in GPU host nodes
-(gpunode.lab.gpuhost, /var/lib/gpunode-lab/gpuhost/dev/...) become bind mounts at /dev/<name>
+(gpunode_lab.gpuhost, /var/lib/gpunode-lab/gpuhost/dev/...) become bind mounts at /dev/<name>
 in the CT (PVE makes a node of the same major:minor there), together with the stand-in
 module's /proc/driver and the nvidia-smi recording; other devN are validated and recorded.
 Raw lxc.* lines (classic passthrough, written by onboard over SSH) are kept in order after
@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from gpunode.lab import containers, gpuhost, paths
-from gpunode.lab.common import LabError, host_run, write_text
+from gpunode_lab import containers, gpuhost, paths
+from gpunode_lab.common import LabError, host_run, write_text
 
 API_DIR = paths.STATE / "pve-api"
 CERT = API_DIR / "pve-ssl.pem"
@@ -136,7 +136,7 @@ def lab_container(vmid: str, conf: dict[str, str]) -> containers.Container:
 
 
 def write_ct(vmid: str, conf: dict[str, str]) -> containers.Container:
-    """LXC config through gpunode.lab.containers, then the API's own PVE config over its rendering."""
+    """LXC config through gpunode_lab.containers, then the API's own PVE config over its rendering."""
     ct = lab_container(vmid, conf)
     containers.ensure(ct)
     write_text(ct.pve_conf, render_conf(conf))
@@ -444,7 +444,7 @@ def main() -> int:
     import argparse
     import secrets as pysecrets
 
-    parser = argparse.ArgumentParser(prog="python -m gpunode.lab.pve_api", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gpunode_lab.pve_api", description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, default=8006)
     parser.add_argument("--token-id", default="root@pam!gpunode")
     args = parser.parse_args()

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpunode.errors import StepError, tail
-from gpunode.lab import paths
+from gpunode_lab import paths
 
 Progress = Callable[[str], None]
 
@@ -27,10 +27,10 @@ MODEL_PACKAGES = ("torch==2.13.0+cpu", "transformers", "tokenizers", "safetensor
 
 
 def requirements() -> list[str]:
-    # Imported here: `python -m gpunode.lab.tinymodel` runs in a venv with torch but
-    # without gpunode's own dependencies, and imports this module through gpunode.lab.
+    # Imported here: `python -m gpunode_lab.tinymodel` runs in a venv with torch but
+    # without gpunode's own dependencies, and imports this module through gpunode_lab.
     from gpunode import roles
-    from gpunode.lab.wheelhouse import CPU_PROFILE
+    from gpunode_lab.wheelhouse import CPU_PROFILE
 
     return [*CPU_PROFILE, roles.defaults(("base",))["base_uv_requirement"]]
 
@@ -93,7 +93,7 @@ def fetch_cpu_torch(say: Callable[[str], None]) -> list[str]:
 
 def prepare(progress: Progress | None = None) -> dict[str, str]:
     say = progress or (lambda _line: None)
-    from gpunode.lab.wheelhouse import build_wheelhouse
+    from gpunode_lab.wheelhouse import build_wheelhouse
 
     say(f"cpu profile: wheelhouse {WHEELS}")
     lock, router = locked(), locked(ROUTER_LOCK)
@@ -117,9 +117,11 @@ def prepare(progress: Progress | None = None) -> dict[str, str]:
         _run([str(TOOLS / "bin" / "pip"), "install", "-q", "--no-index", "--find-links", str(WHEELS),
               *MODEL_PACKAGES], "installing torch and transformers for the tiny model")
         tmp = MODEL.with_name(MODEL.name + ".tmp")
-        src = Path(__file__).resolve().parents[2]
-        _run([str(TOOLS / "bin" / "python"), "-m", "gpunode.lab.tinymodel", str(tmp)], "making the tiny model",
-             env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+        import gpunode
+
+        src = f"{Path(__file__).resolve().parents[1]}:{Path(gpunode.__file__).resolve().parents[1]}"
+        _run([str(TOOLS / "bin" / "python"), "-m", "gpunode_lab.tinymodel", str(tmp)], "making the tiny model",
+             env={"PYTHONPATH": src, "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
         tmp.rename(MODEL)
     info = json.loads(stamp.read_text())
     say(f"cpu profile: model {MODEL.name} ({info.get('parameters', '?')} parameters)")

@@ -14,7 +14,7 @@
 # stderr and a non-zero exit (2, "invalid argument"; 9 when no recording is mounted, like a
 # missing driver).
 #
-# The lab's stand-in driver installer (gpunode/lab/gpuhost.py) installs a copy with
+# The lab's stand-in driver installer (gpunode_lab/gpuhost.py) installs a copy with
 # INSTALLED_VERSION set: that copy is the user-space of one driver version. Like NVIDIA's it
 # then needs the kernel module (/proc/driver/nvidia/version, the host's) and /dev/nvidiactl,
 # fails with NVML's "Driver/library version mismatch" (exit 18) when the module's version

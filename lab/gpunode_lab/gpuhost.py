@@ -18,7 +18,7 @@ of the lab (ROOT, the inventory host var `host_root`):
                                   a stand-in installer (shell script) at a file:// URL standing in
                                   for download.nvidia.com: with --silent --no-kernel-module it
                                   installs libcuda.so.<v>/libnvidia-ml.so.<v> placeholders and the
-                                  replaying nvidia-smi (gpunode/lab/nvidia_smi_standin.py) with
+                                  replaying nvidia-smi (gpunode_lab/nvidia_smi_standin.py) with
                                   that version string; without --no-kernel-module it fails, as
                                   building a module inside a container does
 
@@ -32,8 +32,8 @@ import os
 import stat
 from pathlib import Path
 
-from gpunode.lab import paths
-from gpunode.lab.common import write_text
+from gpunode_lab import paths
+from gpunode_lab.common import write_text
 
 ROOT = paths.STATE / "gpuhost"
 DOWNLOADS = ROOT / "downloads"     # the stand-in for https://us.download.nvidia.com/...
@@ -73,7 +73,7 @@ def installer_text(version: str) -> str:
            .replace("INSTALLED_VERSION = None", f'INSTALLED_VERSION = "{version}"', 1))
     return f"""#!/bin/sh
 # STAND-IN for NVIDIA's NVIDIA-Linux-x86_64-{version}.run, made by the gpunode lab
-# (gpunode.lab.gpuhost). NOT NVIDIA's: it installs placeholders and a replaying nvidia-smi.
+# (gpunode_lab.gpuhost). NOT NVIDIA's: it installs placeholders and a replaying nvidia-smi.
 VERSION={version}
 silent=0; no_kernel_module=0
 for a in "$@"; do

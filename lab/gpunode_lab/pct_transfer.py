@@ -9,7 +9,7 @@
 import importlib
 import os
 
-# The CLI module beside this one: gpunode.lab.pct_standin in the repository,
+# The CLI module beside this one: gpunode_lab.pct_standin in the repository,
 # gpunode_pct_standin where the lab installs it.
 core = importlib.import_module(__name__.replace("pct_transfer", "pct_standin"))
 

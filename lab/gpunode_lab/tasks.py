@@ -1,6 +1,6 @@
 """Invoke tasks for the lab: `inv lab.up`, `inv lab.down`, `inv lab.status`, `inv lab.destroy`.
 
-The lead wires `ns` into tasks.py. Tasks print; gpunode.lab itself never does.
+The lead wires `ns` into tasks.py. Tasks print; gpunode_lab itself never does.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from invoke import Collection
 
 from gpunode.cli.common import task
-from gpunode.lab import paths  # fixed paths only; gpunode.lab.node (which builds the lab) is imported by the tasks
+from gpunode_lab import paths  # fixed paths only; gpunode_lab.node (which builds the lab) is imported by the tasks
 
 
 def _progress(line: str) -> None:
@@ -36,7 +36,7 @@ def _summary(st: dict) -> str:
                            "--no-cpu-profile skips it"})
 def up(c, gpu_shape=paths.DEFAULT_GPU_SHAPE, cpu_profile=True):
     """Bring the lab up: sshd on 127.0.0.1:2222, containers 200/201 running, 202 stopped, pct stand-in."""
-    from gpunode.lab import node
+    from gpunode_lab import node
 
     st = node.up(gpu_shape, progress=_progress, cpu_profile_files=cpu_profile)
     print(_summary(st))
@@ -45,7 +45,7 @@ def up(c, gpu_shape=paths.DEFAULT_GPU_SHAPE, cpu_profile=True):
 @task
 def down(c):
     """Stop the lab's containers and sshd (containers and caches are kept)."""
-    from gpunode.lab import node
+    from gpunode_lab import node
 
     node.down(progress=_progress)
 
@@ -53,8 +53,8 @@ def down(c):
 @task(help={"json_": "print the status as JSON"})
 def status(c, json_=False):
     """Show whether the lab runs, and where to reach it."""
-    from gpunode.lab import node
-    from gpunode.lab.common import LabError
+    from gpunode_lab import node
+    from gpunode_lab.common import LabError
 
     st = node.status()
     print(json.dumps(st, indent=2, sort_keys=True) if json_ else _summary(st))
@@ -65,7 +65,7 @@ def status(c, json_=False):
 @task
 def destroy(c):
     """Stop the lab and remove its containers and state (the download cache stays)."""
-    from gpunode.lab import node
+    from gpunode_lab import node
 
     node.destroy(progress=_progress)
 

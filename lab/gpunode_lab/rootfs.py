@@ -19,8 +19,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpunode.lab import paths
-from gpunode.lab.common import LabError, Progress, host_run, say, write_text
+from gpunode_lab import paths
+from gpunode_lab.common import LabError, Progress, host_run, say, write_text
 
 RELEASE = "bookworm"
 # In the base: what the containers of a real node have before gpunode runs (python3 for

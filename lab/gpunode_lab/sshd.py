@@ -15,8 +15,8 @@ import socket
 import time
 from pathlib import Path
 
-from gpunode.lab import paths
-from gpunode.lab.common import LabError, Progress, host_run, say, write_text
+from gpunode_lab import paths
+from gpunode_lab.common import LabError, Progress, host_run, say, write_text
 
 SSHD = "/usr/sbin/sshd"  # sshd re-executes itself and needs its absolute path
 
@@ -24,7 +24,7 @@ SSHD = "/usr/sbin/sshd"  # sshd re-executes itself and needs its absolute path
 def sshd_config() -> str:
     s = paths
     return f"""\
-# gpunode lab sshd (written by gpunode.lab.sshd; do not edit). The host's own sshd, if any,
+# gpunode lab sshd (written by gpunode_lab.sshd; do not edit). The host's own sshd, if any,
 # is untouched: this one listens on {s.SSH_ADDRESS}:{s.SSH_PORT} only.
 Port {s.SSH_PORT}
 ListenAddress {s.SSH_ADDRESS}

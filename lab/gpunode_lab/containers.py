@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpunode.lab import paths, rootfs
-from gpunode.lab.common import LabError, Progress, host_run, say, write_text
+from gpunode_lab import paths, rootfs
+from gpunode_lab.common import LabError, Progress, host_run, say, write_text
 
 MiB = 1024 * 1024
 
@@ -222,7 +222,7 @@ def ensure_bridge() -> None:
 
 def lxc_config(ct: Container, mode: str) -> str:
     lines = [
-        "# gpunode lab container, written by gpunode.lab.containers; do not edit.",
+        "# gpunode lab container, written by gpunode_lab.containers; do not edit.",
         f"# Proxmox-format view of it: {ct.pve_conf} (pct config {ct.vmid})",
         "lxc.include = /usr/share/lxc/config/debian.common.conf",
         "lxc.arch = amd64",
