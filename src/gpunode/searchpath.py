@@ -20,12 +20,28 @@ PACKAGE = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE.parent.parent if (PACKAGE.parent.parent / "pyproject.toml").is_file() else None
 
 
+_registered: dict[str, list[Path]] = {"roles": [], "templates": []}
+
+
+def register(kind: str, folder: Path) -> None:
+    """Add a package's own folder of `kind` after the shipped ones (the lab's demo role and its
+    templates: test support, not in the wheel). Its roles are found by name, never run by provision."""
+    folder = folder.resolve()
+    if folder not in _registered[kind]:
+        _registered[kind].append(folder)
+
+
 def shipped(kind: str) -> list[Path]:
-    """The shipped folders of `kind` ("roles" or "templates"): the package's, then the checkout's."""
+    """The shipped folders of `kind` ("roles" or "templates"): the package's, then the checkout's,
+    then the registered ones."""
     found = [PACKAGE / kind]
     if CHECKOUT is not None:
         found.append(CHECKOUT / kind)
-    return [p for p in found if p.is_dir()]
+    return [p for p in (*found, *_registered[kind]) if p.is_dir()]
+
+
+def registered(kind: str) -> list[Path]:
+    return list(_registered[kind])
 
 
 @dataclass(frozen=True)

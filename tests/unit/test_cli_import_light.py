@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 # What a task body needs and --list/--help do not: SSH (paramiko, fabric), the Proxmox API client,
 # templates, the terminal UI, and the resolver with its knowledge base.
@@ -55,8 +56,17 @@ def cli(*argv: str) -> tuple[str, list[str]]:
 def test_list_shows_every_task_with_its_docstring_without_them():
     listing, modules = cli("--list")
     assert "Provision inference servers" in listing
-    assert "hostkeys.trust" in listing and "lab.status" in listing and "unlock" in listing
+    assert "hostkeys.trust" in listing and "unlock" in listing
+    assert "lab." not in listing  # the lab is test support: `inv lab.*` in a checkout, not the product's CLI
     assert heavy_in(modules) == []
+
+
+def test_inv_in_a_checkout_has_the_labs_tasks():
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([str(Path(sys.executable).with_name("inv")), "--list"], cwd=root, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "lab.status" in proc.stdout and "provision" in proc.stdout
 
 
 def test_help_of_a_task_shows_its_options_without_them():

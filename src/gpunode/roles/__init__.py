@@ -143,6 +143,12 @@ def catalogue() -> dict[str, Role]:
     return _catalogue(searchpath.current().roles)
 
 
+def registered() -> list[str]:
+    """Roles of the registered folders (searchpath.register: the lab's demo): typed, never provisioned."""
+    return sorted({sub.name for root in searchpath.registered("roles") if root.is_dir() for sub in root.iterdir()
+                   if (sub / "role.py").is_file() and sub.name not in ORDER})
+
+
 def names() -> list[str]:
     return list(order())
 

@@ -34,7 +34,6 @@ import yaml
 from gpunode.errors import preview
 from gpunode.steps.unitfmt import control_chars
 
-TEST_ROLES = ("demo",)  # the lab's demo role: its variables are checked as a role's
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -241,7 +240,7 @@ def declared(roles: tuple[str, ...] | None = None) -> dict[str, tuple[str, str]]
     from gpunode import roles as catalogue
 
     out: dict[str, tuple[str, str]] = {}
-    for role in roles if roles is not None else (*catalogue.order(), *TEST_ROLES):
+    for role in roles if roles is not None else (*catalogue.order(), *catalogue.registered()):
         for name, spec in _declared(role).items():
             out.setdefault(name, (spec, role))
     return out

@@ -14,11 +14,16 @@ from typing import Any
 
 import yaml
 
+from gpunode import searchpath
 from gpunode.engine import RolePlan
 from gpunode.steps.apt import Packages
 from gpunode.steps.files import Directory, Symlink, Template
 from gpunode.steps.systemd import Service, Unit
 from gpunode.steps.unitfmt import UnitSafe, env_lines, unit_path, unit_text
+
+# The lab's own folders, after the shipped ones: the demo's templates render, its types are checked.
+searchpath.register("roles", Path(__file__).resolve().parents[1])
+searchpath.register("templates", Path(__file__).resolve().parents[2] / "templates")
 
 
 @cache
