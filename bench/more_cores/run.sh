@@ -74,8 +74,9 @@ if [ -f /sys/fs/cgroup/cgroup.subtree_control ] && [ -n "$cg" ] && [ "$cg" != / 
 fi
 
 echo "== sshd, container 250, then bench/noop.py $*"
+# shellcheck disable=SC2016  # the script in single quotes expands its variables in the clean environment
 /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-  LANG=C.UTF-8 PYTHONPATH=/work/main/src PYTHONUNBUFFERED=1 /bin/sh -c '
+  LANG=C.UTF-8 PYTHONPATH=/work/main/src:/work/main/lab PYTHONUNBUFFERED=1 /bin/sh -c '
 set -e
 mkdir -p /run/sshd
 /usr/sbin/sshd -f /var/lib/gpunode-lab/ssh/sshd_config -E /var/lib/gpunode-lab/ssh/sshd.log
