@@ -12,7 +12,7 @@ repo=$(pwd)
 out=$repo/.devhost
 base=/var/cache/gpunode-lab/lxc/base/rootfs
 lab=/var/lib/gpunode-lab
-[ -d "$base" ] && [ -x "$lab/bin/pct" ] || { echo "no lab here: run inv lab.up first" >&2; exit 2; }
+if [ ! -d "$base" ] || [ ! -x "$lab/bin/pct" ]; then echo "no lab here: run inv lab.up first" >&2; exit 2; fi
 work=$(mktemp -d /tmp/gpunode-pack.XXXXXX)
 trap 'umount "$work/root/proc" 2>/dev/null || true; rm -rf "$work"' EXIT
 R=$work/root
