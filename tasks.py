@@ -4,9 +4,17 @@
 import sys
 from pathlib import Path
 
-from gpunode.cli.main import ns
+from invoke import Collection
+
+from gpunode.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lab"))  # a checkout without `pip install -e lab`
 from gpunode_lab.tasks import ns as lab  # noqa: E402
 
+# A tree of its own: the product's (`gpunode` console script) stays without the lab.
+ns = Collection()
+for task in main.ns.tasks.values():
+    ns.add_task(task)
+for collection in main.ns.collections.values():
+    ns.add_collection(collection)
 ns.add_collection(lab)

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from invoke.exceptions import ParseError
 from invoke.parser import Parser
-
-from gpunode.cli.main import ns
+from tasks import ns  # the inv tree: the product's tasks and the lab's
 
 ROOT = Path(__file__).resolve().parents[2]
 H200 = ROOT / "tests" / "data" / "snapshots" / "h200"  # recorded: see its README.md
@@ -81,7 +80,7 @@ def run_main(argv: list[str], capsys) -> tuple[int, str]:
 
     code: object = 0
     try:
-        main(["gpunode", *argv])
+        main(["gpunode", *argv], namespace=ns)  # inv's tree: the lab's tasks too
     except SystemExit as done:
         code = done.code
     out = capsys.readouterr()

@@ -22,13 +22,15 @@ for _area in AREAS:
         (ns.add_task if isinstance(_one, Task) else ns.add_collection)(_one)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI. Each task turns its own errors into messages (cli.common.task); this is the
-    last resort for what escapes outside a task, e.g. while invoke converts an option's value."""
+def main(argv: list[str] | None = None, namespace: Collection | None = None) -> None:
+    """Run the CLI (namespace: another task tree, e.g. tasks.py's with the lab's). Each task turns
+    its own errors into messages (cli.common.task); this is the last resort for what escapes
+    outside a task, e.g. while invoke converts an option's value."""
     from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report, printable
     from gpunode.secrets import redact
 
-    program = Program(namespace=ns, name="gpunode", binary="gpunode", version=__version__)
+    program = Program(namespace=namespace if namespace is not None else ns, name="gpunode", binary="gpunode",
+                      version=__version__)
     try:
         program.run(argv)
     except BrokenPipeError:  # `gpunode --list | true`: invoke printed the list outside any task
