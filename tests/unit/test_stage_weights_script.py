@@ -6,17 +6,17 @@ mid-file, and the script stops with the copy half done.
 """
 
 import os
-from importlib.resources import files
 from pathlib import Path
 
 import pytest
 
 from gpunode.fleet import teardown
+from gpunode.steps import render
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.weights import StagedWeights
 from gpunode.transport import LocalTransport
 
-SCRIPT = str(files("gpunode") / "templates" / "weights" / "stage-weights.sh")
+SCRIPT = str(render.find("weights/stage-weights.sh"))
 MIB = 1 << 20
 
 

@@ -31,8 +31,8 @@ needs_torch = pytest.mark.skipif(
 
 
 def run_torch_python(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "PYTHONPATH": f"{SRC.parent / 'lab'}:{SRC}",
-           "HF_HUB_OFFLINE": "1"}
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
+           "PYTHONPATH": f"{SRC.parent / 'lab'}:{SRC}", "HF_HUB_OFFLINE": "1"}
     return subprocess.run([TORCH_PYTHON, *args], env=env, capture_output=True, text=True, timeout=300)
 
 
