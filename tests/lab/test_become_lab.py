@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from gpunode.errors import ConnectError
-from gpunode.lab import paths
 from gpunode.transport import SshSettings, SshTransport
+from gpunode_lab import paths
 from tests.lab.provision_helpers import INV, REPO, cpu_vars, lab_host
 from tests.unit.sshd_helpers import keygen, start_sshd
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpunode.lab import containers
+from gpunode_lab import containers
 from tests.lab.provision_helpers import (
     INV,
     REPO,
@@ -110,8 +110,8 @@ def record(name: str, host_transport: Any) -> None:
     folder = os.environ.get("GPUNODE_RECORD")
     if folder:
         from gpunode.fleet import gather
-        from gpunode.lab import paths
         from gpunode.transport import PctTransport
+        from gpunode_lab import paths
 
         ct = PctTransport(host_transport, ROUTER, pct=str(paths.PCT), host_name="lab")
         Path(folder, name).write_text(gather.gather(ct, "", 0))

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 
-from gpunode.lab import paths
+from gpunode_lab import paths
 from tests.lab.provision_helpers import INV, REPO, lab_host
 
 pytestmark = pytest.mark.lab

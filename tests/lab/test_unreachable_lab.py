@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpunode.lab import paths
+from gpunode_lab import paths
 from tests.lab.provision_helpers import INV, REPO, container_fixture, cpu_vars, lab_host, provision
 
 pytestmark = pytest.mark.lab
