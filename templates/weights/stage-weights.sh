@@ -68,6 +68,7 @@ fi
 # mtime) and the copy under its real name has that size. The plan puts the rest in groups of
 # small files (g<N>) and, for the workers, large files and any with a part file left by a cut (l).
 (cd "$dest" && find . -path ./.gpunode-work -prune -o -type f -printf '%P\t%s\n' -o -type d -printf '%P/\n') > "$have"
+# shellcheck disable=SC2046  # split on purpose: the plan's counts become $1, $2, ...
 set -- $(PLAN=$plan awk -F'\t' -v small=$small -v group=$group '
     FILENAME == ARGV[1] { have[$1] = $2; next }
     FILENAME == ARGV[2] { staged[$0] = 1; next }
@@ -179,6 +180,7 @@ copy_all() {
 
 if [ "$groups" -gt 0 ] || [ "$large" -gt 0 ]; then
   work=$beside
+  # shellcheck disable=SC2046  # split on purpose: two device numbers
   set -- $(stat -c %d "$dest" "$parent")
   [ "$1" = "$2" ] || work=$inside
   new=$work/new
