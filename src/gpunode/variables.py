@@ -129,9 +129,21 @@ def _read(package: str, *parts: str) -> dict[str, str]:
     return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
 
 
-def sources() -> list[tuple[str, str, dict[str, str]]]:
-    """(reader, declaration file, {name: type}) for every role and the other readers."""
-    out = [(role, f"roles/{role}/types.yml", _read("gpunode.roles", role, "types.yml")) for role in varspec.ROLES]
+def _role_types(role: str) -> tuple[str, str, dict[str, str]]:
+    from gpunode import roles, searchpath
+
+    path = roles.folder(role) / "types.yml"
+    label = f"roles/{role}/types.yml" if role in roles.ORDER and searchpath.is_shipped(path) else str(path)
+    return role, label, dict(yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+
+
+def sources(product_only: bool = False) -> list[tuple[str, str, dict[str, str]]]:
+    """(reader, declaration file, {name: type}) for every role on the search path (the shipped ones
+    alone for the docs: product_only) and the other readers."""
+    from gpunode import roles
+
+    names = roles.ORDER if product_only else (*roles.order(), *roles.registered())
+    out = [_role_types(role) for role in names]
     return out + [(who, f"{package.removeprefix('gpunode.')}/{name}", _read(package, name))
                   for who, package, name in READERS]
 
@@ -154,9 +166,15 @@ def build(declared: list[tuple[str, str, dict[str, str]]]) -> dict[str, Variable
     return out
 
 
-@cache
 def registry() -> dict[str, Variable]:
     """{name: Variable} over every role's types.yml and the other readers' declarations."""
+    from gpunode import searchpath
+
+    return _registry(searchpath.current().roles, tuple(searchpath.registered("roles")))
+
+
+@cache
+def _registry(_user_roots: tuple, _registered: tuple) -> dict[str, Variable]:  # keyed on the search path
     return build(sources())
 
 
@@ -214,7 +232,8 @@ def render() -> str:
     from gpunode import roles
     from gpunode.resolve.choices import Choices
 
-    defaults = {**{f.name: f.default for f in dataclasses.fields(Choices)}, **roles.defaults(varspec.ROLES)}
+    defaults = {**{f.name: f.default for f in dataclasses.fields(Choices)}, **roles.defaults(roles.ORDER)}
+    docs = build(sources(product_only=True))
     lines = ["# Variables", "",
              "<!-- Rendered from the registry (src/gpunode/variables.py) by `python -m gpunode.variables`; "
              "do not edit by hand. -->", "",
@@ -224,8 +243,8 @@ def render() -> str:
              "INI inventory), with the closest known name; a value of the wrong type is refused at the file and",
              "line that set it. Meanings: each role's README and `defaults.yml`, and docs/resolve.md.", "",
              "| variable | type | default | read by |", "| --- | --- | --- | --- |"]
-    for name in sorted(registry()):
-        v = registry()[name]
+    for name in sorted(docs):
+        v = docs[name]
         default = defaults.get(name)
         shown = "" if default is None else f"`{json.dumps(default)}`"
         if is_secret_name(name) and default:

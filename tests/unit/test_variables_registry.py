@@ -37,10 +37,11 @@ def read_names() -> dict[str, str]:
     """{variable: file:line} for every `vars["x"]`, `vars.get("x")`, `ctx.var("x")`, `ctx.where("x")`
     in the product (the lab is test support and reads no inventory variable)."""
     out: dict[str, str] = {}
-    for path in sorted(SRC.rglob("*.py")):
-        if "lab" in path.relative_to(SRC).parts:
+    for path in sorted([*SRC.rglob("*.py"), *(ROOT / "roles").rglob("*.py")]):  # the shipped roles sit at the top
+        base = SRC if path.is_relative_to(SRC) else ROOT
+        if "lab" in path.relative_to(base).parts:
             continue
-        short_v = path.relative_to(SRC).parts[0] != "facts"
+        short_v = path.relative_to(base).parts[0] != "facts"
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             key = None
             if isinstance(node, ast.Subscript) and _receiver(node.value, short_v):
