@@ -159,7 +159,7 @@ def test_a_cut_mid_run_converges_and_teardown_removes_what_the_role_made(project
     assert (third.changed, third.failed, third.round_trips) == (0, 0, 1)
 
     v = {**roles.defaults(), "node_metrics_port": 9110}
-    removal = teardown.plan(ct, "/dev/shm", DEFAULT_STATE_DIR, False, roles.removals(v))
+    removal = teardown.plan(ct, "/dev/shm", DEFAULT_STATE_DIR, False, extra=roles.removals(v))
     assert removal.units == [UNIT_PATH]
     assert [p for _, p in removal.paths] == ["/etc/gpunode-node-metrics", "/var/lib/gpunode-node-metrics"]
     assert teardown.apply(ct, removal, Owner.current("run-user-role"), DEFAULT_STATE_DIR, False) == []
