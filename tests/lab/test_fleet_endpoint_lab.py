@@ -62,7 +62,7 @@ def member(vmid: int, core: int) -> dict[str, Any]:
 def write(path: Path, vmids: list[int]) -> Path:
     host = lab_host()
     host["containers"] = {ROUTER: {"vars": {"fleet_router_only": True, "fleet_address": addr(ROUTER),
-                                            "wheelhouse": cpu_vars()["wheelhouse"], "apt_offline": True}}}
+                                            "wheelhouse": cpu_vars()["wheelhouse"]}}}
     for i, vmid in enumerate(vmids):
         host["containers"][vmid] = member(vmid, i % 2)
     path.write_text(yaml.safe_dump({"hosts": {"lab": host}, "groups": {"fleet": {"hosts": ["lab"]}}},
