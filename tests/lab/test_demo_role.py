@@ -24,6 +24,7 @@ from gpunode.transport import PctTransport, SshTransport
 from gpunode_lab import containers, paths
 from gpunode_lab.roles.demo.role import DEFAULTS, role
 from tests.lab.conftest import lab_settings
+from tests.lab.cut_helpers import CutDuringUpload
 from tests.unit.engine_helpers import Collect
 
 pytestmark = pytest.mark.lab
@@ -121,40 +122,9 @@ def test_check_on_a_fresh_container_writes_nothing_and_shows_the_whole_plan(fres
     assert "recap (check mode: nothing was changed)" in text
 
 
-class CutDuringUpload(PctTransport):
-    """Cuts the SSH connection halfway through streaming one file's content."""
-
-    def __init__(self, host: SshTransport, path: str):
-        super().__init__(host, VMID, pct=str(paths.PCT), host_name="lab")
-        self.path = path
-        self.cut = False
-
-    def write_file(self, dest, data, **kwargs):
-        if dest != self.path:
-            return super().write_file(dest, data, **kwargs)
-        return super().write_file(dest, HalfThenCut(bytes(data), self), **kwargs)
-
-
-class HalfThenCut:
-    """A stdin stream that hands over half of the content, then cuts the connection."""
-
-    def __init__(self, raw: bytes, transport: CutDuringUpload):
-        self.raw = raw
-        self.transport = transport
-        self.sent = 0
-
-    def read(self, n: int) -> bytes:
-        if self.sent == 0:
-            self.sent = len(self.raw) // 2
-            return self.raw[: self.sent]
-        self.transport.host.drop()  # half the file is on the wire; the rest never arrives
-        self.transport.cut = True
-        return self.raw[self.sent:]
-
-
 def test_a_connection_cut_mid_upload_leaves_no_half_file_and_the_rerun_converges(fresh):
     host, ct = fresh
-    cutting = CutDuringUpload(host, UNIT_PATH)
+    cutting = CutDuringUpload(host, VMID, UNIT_PATH)
     first = Collect()
     recap = run_target(cutting, demo(), emit=first)
     assert cutting.cut and not recap.succeeded

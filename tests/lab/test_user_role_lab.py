@@ -26,9 +26,10 @@ from gpunode.engine.lock import Owner
 from gpunode.fleet import teardown
 from gpunode.report import HumanReport
 from gpunode.roles import varspec
-from gpunode.transport import PctTransport, SshTransport
+from gpunode.transport import SshTransport
 from gpunode_lab import paths
 from tests.lab.conftest import lab_settings
+from tests.lab.cut_helpers import CutDuringUpload
 from tests.unit.engine_helpers import Collect
 
 pytestmark = pytest.mark.lab
@@ -104,34 +105,6 @@ def test_check_apply_and_a_noop_in_one_round_trip(project, ct, host_transport):
     assert again.round_trips == 1 and host_transport.commands_run - before == 1
 
 
-class CutDuringUpload(PctTransport):
-    """Cuts the SSH connection halfway through streaming one file's content."""
-
-    def __init__(self, host: SshTransport, path: str):
-        super().__init__(host, VMID, pct=str(paths.PCT), host_name="lab")
-        self.path = path
-        self.cut = False
-
-    def write_file(self, dest, data, **kwargs):
-        if dest != self.path:
-            return super().write_file(dest, data, **kwargs)
-        raw = bytes(data)
-        transport = self
-
-        class HalfThenCut:
-            sent = 0
-
-            def read(self, n: int) -> bytes:
-                if self.sent == 0:
-                    self.sent = len(raw) // 2
-                    return raw[: self.sent]
-                transport.host.drop()  # half the file is on the wire; the rest never arrives
-                transport.cut = True
-                return raw[self.sent:]
-
-        return super().write_file(dest, HalfThenCut(), **kwargs)
-
-
 def test_a_cut_mid_run_converges_and_teardown_removes_what_the_role_made(project, ct):
     assert run_target(ct, node_metrics()).succeeded
     (project / "site-templates" / "node_metrics" / "gpunode-node-metrics.service.j2").write_text(
@@ -139,7 +112,7 @@ def test_a_cut_mid_run_converges_and_teardown_removes_what_the_role_made(project
         .replace("RestartSec=2", "RestartSec=3"))
     host = SshTransport(lab_settings(name="lab-user-role"))
     try:
-        cutting = CutDuringUpload(host, UNIT_PATH)
+        cutting = CutDuringUpload(host, VMID, UNIT_PATH)
         cut = Collect()
         recap = run_target(cutting, node_metrics(node_metrics_port=9110), emit=cut)
     finally:
