@@ -244,15 +244,12 @@ def lxc_config(ct: Container, mode: str) -> str:
 # -- state ------------------------------------------------------------------------------------
 
 def active() -> set[str]:
-    """Running lab containers: their LXC command sockets in /proc/net/unix (as pct does)."""
-    prefix, suffix = f"@{paths.LXC_PATH}/", "/command"
-    found = set()
-    with open("/proc/net/unix", encoding="utf-8", errors="replace") as f:
-        for line in f:
-            p = line.rstrip("\n").rsplit(" ", 1)[-1]
-            if p.startswith(prefix) and p.endswith(suffix):
-                found.add(p[len(prefix):-len(suffix)])
-    return found
+    """Running lab containers: their LXC command sockets in /proc/net/unix, read as the pct
+    stand-in reads them (PVE::LXC::list_active_containers)."""
+    from gpunode_lab import pct_standin
+
+    assert str(paths.LXC_PATH) == pct_standin.LXC_PATH, "the stand-in's lxcpath is the lab's"
+    return set(pct_standin.active_containers())
 
 
 def state(ct: Container, running: set[str] | None = None) -> str:
