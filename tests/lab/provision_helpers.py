@@ -408,6 +408,18 @@ def poll(what: str, probe: Callable[[], Any], timeout: float, every: float = 0.0
         time.sleep(every)  # polling the target's state, bounded by the deadline
 
 
+def fetch_inside(target, url: str, timeout: float = 20) -> str:
+    """The body at `url`, fetched inside the container, polled until its server answers."""
+    fetch = f"import urllib.request as u; print(u.urlopen({url!r}, timeout=2).read().decode())"
+    deadline = time.monotonic() + timeout
+    while True:
+        result = target.run(["python3", "-c", fetch])
+        if result.ok or time.monotonic() > deadline:
+            assert result.ok, result.stderr
+            return result.stdout
+        time.sleep(0.2)  # polling the server's start, bounded by the deadline
+
+
 # -- what a user checks ---------------------------------------------------------------------------
 
 UNIT_PROPS = ("MainPID", "InvocationID", "ActiveEnterTimestampMonotonic", "ActiveState")

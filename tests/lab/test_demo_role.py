@@ -25,6 +25,7 @@ from gpunode_lab import containers, paths
 from gpunode_lab.roles.demo.role import DEFAULTS, role
 from tests.lab.conftest import lab_settings
 from tests.lab.cut_helpers import CutDuringUpload
+from tests.lab.provision_helpers import fetch_inside
 from tests.unit.engine_helpers import Collect
 
 pytestmark = pytest.mark.lab
@@ -66,14 +67,7 @@ def demo() -> list[RolePlan]:
 
 def page(target) -> str:
     """The served page, fetched inside the container, polled until the server answers."""
-    fetch = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8099/', timeout=2).read().decode())"
-    deadline = time.monotonic() + 20
-    while True:
-        result = target.run(["python3", "-c", fetch])
-        if result.ok or time.monotonic() > deadline:
-            assert result.ok, result.stderr
-            return result.stdout
-        time.sleep(0.2)  # polling the server's start, bounded by the deadline
+    return fetch_inside(target, "http://127.0.0.1:8099/")
 
 
 def test_first_apply_changes_everything_and_the_second_nothing_in_one_round_trip(fresh):

