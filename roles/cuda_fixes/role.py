@@ -14,7 +14,7 @@ from gpunode.steps.trees import Absent, Overlay
 
 
 def jit_env(cache: str) -> dict[str, str]:
-    """Point every JIT cache at one persistent folder (facts §5.3: caches to persist per node)."""
+    """Point every JIT cache at one persistent folder (docs/sources.md#jit-caches: caches to persist per node)."""
     return {"XDG_CACHE_HOME": cache, "FLASHINFER_WORKSPACE_BASE": cache, "TRITON_CACHE_DIR": f"{cache}/triton",
             "TVM_FFI_CACHE_DIR": f"{cache}/tvm-ffi", "VLLM_CACHE_ROOT": f"{cache}/vllm", "HOME": "/root"}
 

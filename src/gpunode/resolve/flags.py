@@ -70,7 +70,7 @@ def decide_mtp(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, target: str
                                evidence=fact, hint="stage a checkpoint that keeps its MTP layer, or set mtp: auto")
         trail.decide("MTP", "off", "the checkpoint has no mtp.* weights, so no speculative-decoding flags are "
                      "emitted (the config alone is not enough)", fact=fact, rule=fam.where if fam else "",
-                     source="sglang-stack-facts.md §3.4")
+                     source="docs/sources.md#mtp-weights")
         return False
     trail.decide("MTP", "on (EAGLE 3/1/4)", "the checkpoint has mtp.* weights" +
                  (" and mtp: true" if choices.mtp == "true" else " (mtp: auto)"),
@@ -104,7 +104,7 @@ def mamba(kb: KB, p: Pinset, rule: ModelRule, choices: Choices, mtp: bool, targe
                      f"no rule knows better than sglang {p.version}'s own choice ({r.flag} auto); "
                      "set mamba_strategy: no_buffer where the extra buffer runs out of memory",
                      fact="hybrid Gated DeltaNet model", rule=kb.options["mamba_strategy"].where,
-                     source=f"field-notes.md (no_buffer after memory trouble on RTX PRO 6000); {r.source}")
+                     source=f"docs/sources.md#field-notes (no_buffer after memory trouble on RTX PRO 6000); {r.source}")
         return []
     if r.values and value not in r.values:
         raise ResolveError(f"mamba cache strategy {value} does not exist in sglang {p.version} "

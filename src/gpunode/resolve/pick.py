@@ -1,5 +1,5 @@
 """Choose the pin set: the first one, in the knowledge base's order of preference,
-that passes every check (sglang-stack-facts.md "Resolver checks, in order").
+that passes every check (docs/resolve.md, "Pin-set selection checks"; the facts in docs/sources.md).
 
 When none passes, the refusal names what blocked every candidate and what
 would unblock it (a driver upgrade, another OS, or a pin set / engine that
@@ -194,10 +194,10 @@ def _record_driver(kb: KB, p: Pinset, passed_over: list[Pinset], facts: Facts, g
             why += ("; preferred over " + ", ".join(x.id for x in passed_over)
                     + ", which would run only through minor version compatibility")
         trail.decide("driver compatibility", "native", why, fact=fact, rule=p.where,
-                     source=f"facts §4.3; {driver.COMPAT_URL}")
+                     source=f"docs/sources.md#driver-floor; {driver.COMPAT_URL}")
         return
     trail.decide("driver compatibility", "minor version compatibility", driver.compat_reason(p, facts, gpus),
-                 fact=fact, rule=p.where, source=f"{driver.COMPAT_URL}; facts §4.3")
+                 fact=fact, rule=p.where, source=f"{driver.COMPAT_URL}; docs/sources.md#driver-floor")
     trail.warn(f"{p.id} (CUDA {p.torch_cuda}) runs on driver {drv} through CUDA minor version compatibility "
                f"(no JIT of PTX newer than the driver's CUDA); a driver >= {p.driver_native} supports it natively")
     free = Choices(**{**choices.__dict__, "pinset": None, "engine_version": None})

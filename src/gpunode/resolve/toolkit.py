@@ -1,7 +1,7 @@
 """The CUDA toolkit that flashinfer's and SGLang's JIT compilers will use.
 
-Its nvcc must have torch's CUDA major.minor (facts "Resolver checks" 8 and
-§5.1 c). CUDA 13 stacks always get pip's nvcc pinned inside the venv: the
+Its nvcc must have torch's CUDA major.minor (docs/sources.md#pip-nvcc and
+docs/sources.md#mixed-toolkits). CUDA 13 stacks always get pip's nvcc pinned inside the venv: the
 pin sets pull pip CUDA packages anyway (humming-kernels even pulls an unpinned
 nvcc), and a venv-owned toolkit can take the CCCL overlay without touching the
 system. CUDA 12 stacks use a system toolkit of exactly torch's version when

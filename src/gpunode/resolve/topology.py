@@ -177,7 +177,7 @@ def cpu_topology(facts: Facts, choices: Choices, trail: Trail) -> tuple[Topology
         trail.warn(f"core {max(cores)} is beyond the target's {cpus} CPUs")
     trail.decide("topology", f"{slots} CPU slot(s) on cores {cores} (cpu-slots)", why,
                  fact=f"system.cpus={cpus}; no GPU", rule="choices.slots",
-                 source="cpu-serving-facts.md §1 (VLLM_CPU_OMP_THREADS_BIND: one core per server)")
+                 source="docs/sources.md#vllm-cpu (VLLM_CPU_OMP_THREADS_BIND: one core per server)")
     bound = facts.system.memory_bound()
     if bound:
         mem = bound[0]
