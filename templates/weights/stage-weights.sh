@@ -187,7 +187,7 @@ if [ "$groups" -gt 0 ] || [ "$large" -gt 0 ]; then
   rm -rf "$beside" "$inside"
   mkdir -p "$new"
   # Workers: half the cores, 1 to 4. The copy is memory-bound work in the kernel: on 2 busy
-  # cores a second worker made it slower (docs/bench.md), and a few saturate a big node.
+  # cores a second worker made it slower (docs/bench-results/staging.md), and a few saturate a big node.
   jobs=1
   [ "$large" -lt 2 ] || jobs=${GPUNODE_STAGE_JOBS:-$(($(nproc 2>/dev/null || echo 2) / 2))}
   [ "$jobs" -ge 1 ] || jobs=1
