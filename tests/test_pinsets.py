@@ -135,7 +135,8 @@ def test_router_resolves_on_pypi(python: str, tmp_path: Path):
 
 
 def test_a_pinset_that_cannot_install_fails(tmp_path: Path):
-    """The check can fail: sglang 0.5.23 has no wheel for Python 3.10 or for glibc 2.31 (facts §1.1)."""
+    """The check can fail: sglang 0.5.23 has no wheel for Python 3.10 or for glibc 2.31
+    (docs/sources.md#sglang-pins)."""
     p = KB.pinset("cu13-latest")
     reqs, overrides = requirements_of(p)
     rc, stderr, _ = compile_set(reqs, overrides, "3.10", "x86_64-manylinux_2_31", tmp_path)

@@ -53,7 +53,7 @@ MODELS = WORK / "models"
 # NVLink multicast stays off in every process (the lent machine's rule, KINDS.md).
 NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"  # systemd's PATH for services
-# Wheels of the lock not carried: never imported serving Qwen3/Qwen3.5 on sm_90 (gpu-and-wheel-facts.md).
+# Wheels of the lock not carried: never imported serving Qwen3/Qwen3.5 on sm_90 (tests/data/device/h100-serve).
 NOT_CARRIED = ("tokenspeed-triton", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base",
                "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-cu12", "nvidia-cutlass-dsl-libs-cu13",
                "tilelang", "z3-solver", "nvidia-mathdx")

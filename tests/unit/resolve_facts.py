@@ -4,7 +4,8 @@ GPUs and drivers come from the recorded nvidia-smi outputs under
 tests/data/nvidia-smi (see its README for where each came from), parsed by
 gpunode's own parsers; the H200 case uses the whole recorded snapshot under
 tests/data/snapshots/h200. System and model facts are built here from the
-field notes and sglang-stack-facts.md, since no such recordings exist.
+facts in docs/sources.md (#field-notes and the sections the rules cite),
+since no such recordings exist.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ KPRO6_CT = System(os_id="debian", os_version="12", arch="x86_64", glibc="2.36", 
                   shm_free_bytes=200 * GB, libcuda=True, libnuma=False, in_container=True,
                   toolkits=(CudaToolkit("/usr/local/cuda-12.8", "12.8", "system"),))
 
-# The lab's CPU machine kind (lab-facts.md): Debian 12, 2 cores, 24 GiB, no GPU.
+# The lab's CPU machine kind (docs/lab.md): Debian 12, 2 cores, 24 GiB, no GPU.
 LAB_CPU = System(os_id="debian", os_version="12", arch="x86_64", glibc="2.36", pythons=("3.11",),
                  default_python="3.11", cpus=2, mem_total_bytes=24 * (1 << 30))
 

@@ -16,7 +16,7 @@ from gpunode.transport.local import LocalTransport
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
-# The Qwen3.6-27B layout as the reference notes give it (sglang-stack-facts.md 3.1, 3.4):
+# The Qwen3.6-27B layout as the reference notes give it (docs/sources.md#model-support, #mtp-weights):
 # 64 layers, every 4th full attention, one MTP layer declared under text_config.
 QWEN36 = {
     "architectures": ["Qwen3_5ForConditionalGeneration"],

@@ -1,4 +1,4 @@
-"""Plans for real cases, each assertion checkable against sglang-stack-facts.md.
+"""Plans for real cases, each assertion checkable against docs/sources.md.
 
 GPU facts are recorded nvidia-smi outputs (tests/data/nvidia-smi); see
 resolve_facts.py for what is built by hand.
@@ -39,7 +39,7 @@ def test_field_notes_picks_the_newest_sglang_that_runs_qwen36_on_cuda13():
     plan = resolve(field_notes())
     assert plan.engine == "sglang"
     assert plan.pinset == "cu13-latest" and plan.engine_version == "0.5.23"
-    assert plan.python == "3.11"  # Debian 12's python3.11; 0.5.23 needs >= 3.11 (facts §1.1)
+    assert plan.python == "3.11"  # Debian 12's python3.11; 0.5.23 needs >= 3.11 (docs/sources.md#sglang-pins)
     assert [p.requirement for p in plan.packages] == [
         "sglang==0.5.23", "torch==2.14.1", "sglang-kernel==0.4.10", "flashinfer-python[cu13]==0.7.2",
         # humming-kernels would let nvcc float to 13.5 over the 13.0 runtime (tests/test_pinsets.py)

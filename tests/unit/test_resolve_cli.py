@@ -26,8 +26,8 @@ def gpunode(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def qwen36_dir(tmp_path: Path) -> Path:
-    """A Qwen3.6-27B-shaped directory: config as in facts §3.1/§3.4, 15 sparse shards of 52 GB
-    in all (no disk used), a weight map without mtp.* tensors."""
+    """A Qwen3.6-27B-shaped directory: config as in docs/sources.md#model-support and #mtp-weights,
+    15 sparse shards of 52 GB in all (no disk used), a weight map without mtp.* tensors."""
     d = tmp_path / "Qwen3.6-27B"
     d.mkdir()
     layer_types = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 16

@@ -43,7 +43,7 @@ def test_blackwell_at_570_runs_cuda129_through_compatibility():
     plan = resolve(field_notes(driver=Driver("570.86.10", "12.8")))
     assert plan.pinset == "cu12-legacy"
     assert plan.decision("driver compatibility").value == "minor version compatibility"
-    # flashinfer's JIT on SM 12.x needs nvcc >= 12.9 (facts §4.2): the pip nvcc is torch's 12.9, not the
+    # flashinfer's JIT on SM 12.x needs nvcc >= 12.9 (docs/sources.md#min-cuda): the pip nvcc is torch's 12.9, not the
     # container's 12.8 toolkit, and it compiles SASS, which the 570 driver loads without PTX JIT
     assert plan.toolkit.kind == "pip" and plan.toolkit.nvcc == "12.9"
 

@@ -20,7 +20,8 @@ from tests.unit.resolve_facts import GB, QWEN36, QWEN36_MTP, cpu_box, field_note
 
 KB = load()
 QWEN36_SMALL = replace(QWEN36, size_bytes=16 * GB)
-# Qwen3.6-35B-A3B NVFP4 (facts §3.2's B200 cells) and Qwen3-Next: built from the KB families' classes
+# Qwen3.6-35B-A3B NVFP4 (docs/sources.md#qwen36-cookbook's B200 cells) and Qwen3-Next:
+# built from the KB families' classes
 QWEN36_MOE_NVFP4 = replace(QWEN36, path="/models/Qwen3.6-35B-A3B-NVFP4", size_bytes=22 * GB, quantization="nvfp4",
                            architectures=("Qwen3_5MoeForConditionalGeneration",))
 QWEN3_NEXT = Model(path="/models/Qwen3-Next-80B-A3B-Instruct", architectures=("Qwen3NextForCausalLM",),

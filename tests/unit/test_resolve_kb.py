@@ -18,7 +18,7 @@ from gpunode.resolve.load import COMPAT, load
 from gpunode.resolve.yamlread import KnowledgeBaseError
 from tests.unit.resolve_facts import DATA, smi
 
-# a URL, a section of the facts, a file, or a quoted observation from a journal/log
+# a URL, a section of docs/sources.md, a file, or a quoted observation from a journal/log
 CITATION = re.compile(r"https?://\S+|§\s*\d|\b[\w-]+\.(md|yml|py)\b|Resolver table|Architecture rows"
                       r"|journal|CCCL_VERSION")
 
