@@ -8,9 +8,11 @@ checks that they arrive unchanged.
 
 from __future__ import annotations
 
+import functools
 import re
 import shlex
 from collections.abc import Iterable, Sequence
+from importlib import resources
 
 # shlex.quote is exactly the quoting wanted: words of [A-Za-z0-9_@%+=:,./-] stay bare (re.ASCII,
 # and a trailing newline is quoted), anything else goes in single quotes with ' written '"'"'.
@@ -22,6 +24,15 @@ def join(argv: Sequence[str]) -> str:
     if isinstance(argv, str):
         raise TypeError("join() takes a list of arguments, not a string")
     return shlex.join(str(a) for a in argv)
+
+
+@functools.cache
+def script(package: str, name: str) -> str:
+    """The text of the shell script `name` that lies beside the modules of `package`, e.g.
+    script("gpunode.fleet", "logs.sh"). Whole scripts live in .sh files, where shellcheck reads
+    them (CI) and the wheel carries them; they still travel as `sh -c TEXT sh ARGS`, so nothing
+    is installed on the target for them."""
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
 def sh(script: str, *args: str) -> list[str]:

@@ -8,19 +8,12 @@ from __future__ import annotations
 
 import re
 
+from gpunode import shell
 from gpunode.errors import InventoryError
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
-SCRIPT = r"""
-unit=$1; shift
-if [ "$unit" != "gpunode-*" ] && [ ! -e "/etc/systemd/system/$unit" ]; then
-  echo "@@nounit"
-  for f in /etc/systemd/system/gpunode-*.service; do [ -e "$f" ] && echo "${f##*/}"; done
-  exit 3
-fi
-exec journalctl -u "$unit" --no-pager -o short-iso "$@"
-"""
+SCRIPT = shell.script("gpunode.fleet", "logs.sh")
 
 
 def unit_for(server: str | None, router: bool) -> str:
@@ -46,7 +39,7 @@ def argv(unit: str, since: str | None, lines: int, follow: bool) -> list[str]:
         words += ["--since", since]
     if follow:
         words.append("--follow")
-    return ["sh", "-c", SCRIPT, "sh", unit, *words]
+    return shell.sh(SCRIPT, unit, *words)
 
 
 def missing(unit: str, target: str, stdout: str) -> InventoryError:

@@ -25,75 +25,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from gpunode import shell
 from gpunode.engine import journal, lock
 from gpunode.engine.lock import Owner
 from gpunode.transport.base import Transport
 
-UNIT_DIR = "/etc/systemd/system"
 PATHS = ("/etc/gpunode", "/opt/gpunode/venvs", "/opt/gpunode/tools", "/usr/local/lib/gpunode", "/var/cache/gpunode",
          "/etc/gpunode-demo", "/var/lib/gpunode-demo", "/usr/local/bin/gpunode-demo-hello")
 
 #: What the servers' libraries leave in /dev/shm when a process dies without cleaning up.
 SEGMENTS = ("nccl-*", "torch_*", "psm_*", "sem.mp-*")
 
-_LIST = r"""
-root=$1; state=$2; purge=$3; vroot=$4; shift 4
-size() { du -sk "$1" 2>/dev/null | cut -f1; }
-echo "@@section units"
-for f in __UNIT_DIR__/gpunode-*.service __UNIT_DIR__/gpunode*.target; do [ -e "$f" ] && echo "$f"; done
-echo "@@section paths"
-for p; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$(size "$p") $p"; fi; done
-if [ -L /usr/local/bin/uv ]; then
-  case "$(readlink /usr/local/bin/uv)" in /opt/gpunode/*) echo "0 /usr/local/bin/uv";; esac
-fi
-case "$vroot" in ""|/opt/gpunode/venvs) ;; *)
-  for d in "$vroot"/*/; do d=${d%/}; [ -f "$d/gpunode-lock.json" ] && echo "$(size "$d") $d"; done;;
-esac
-echo "@@section staged"
-seen=" "
-for r in "$root" $(awk '$3 == "tmpfs" { print $2 }' /proc/mounts 2>/dev/null); do
-  case "$seen" in *" $r "*) continue;; esac; seen="$seen$r "
-  for d in "$r"/*/; do
-    d=${d%/}; { [ -f "$d/.gpunode-manifest" ] || [ -f "$d/.gpunode-progress" ]; } && echo "$(size "$d") $d"
-  done
-  # A staging run cut before its end leaves its work folder beside the model's (stage-weights.sh).
-  for d in "$r"/.gpunode-work.*/; do
-    d=${d%/}; [ -d "$d" ] && echo "$(size "$d") $d"
-  done
-done
-echo "@@section segments"
-for f in __SEGMENTS__; do [ -f "$f" ] && echo "$(size "$f") $f"; done
-echo "@@section state"
-[ "$purge" = 1 ] && [ -d "$state" ] && echo "$(size "$state") $state"
-exit 0
-""".replace("__UNIT_DIR__", UNIT_DIR).replace("__SEGMENTS__", " ".join(f"/dev/shm/{p}" for p in SEGMENTS))
-
-_APPLY = r"""
-state=$1; purge=$2; n=$3; m=$4; shift 4
-units=""; i=0
-while [ $i -lt "$n" ]; do units="$units ${1##*/}"; shift; i=$((i + 1)); done
-segments=""; i=0
-while [ $i -lt "$m" ]; do segments="$segments $1"; shift; i=$((i + 1)); done
-if [ -n "$units" ]; then
-  systemctl disable --now $units 2>&1 || true
-  for u in $units; do rm -f "__UNIT_DIR__/$u"; done
-  systemctl daemon-reload
-  systemctl reset-failed $units 2>/dev/null || true
-fi
-for p; do rm -rf -- "$p"; done
-rmdir /opt/gpunode 2>/dev/null || true
-# a segment some process still maps or holds open is not the stopped servers': it stays
-for f in $segments; do
-  grep -qsF -- "$f" /proc/[0-9]*/maps && continue
-  ls -l /proc/[0-9]*/fd 2>/dev/null | grep -qF -- "$f" && continue
-  rm -f -- "$f"
-done
-[ "$purge" = 1 ] && rm -rf -- "$state"
-for p in $units "$@" $segments; do case "$p" in gpunode-*) p="__UNIT_DIR__/$p";; esac
-  if [ -e "$p" ] || [ -L "$p" ]; then echo "@@left $p"; fi
-done
-exit 0
-""".replace("__UNIT_DIR__", UNIT_DIR)
+_LIST = shell.script("gpunode.fleet", "teardown-list.sh")
+_APPLY = shell.script("gpunode.fleet", "teardown-apply.sh")
 
 
 @dataclass
@@ -143,9 +87,9 @@ def parse_listing(target: str, text: str) -> Removal:
 def plan(target: Transport, weights_root: str, state_dir: str, purge: bool, venv_root: str = "",
          extra: Sequence[str] = ()) -> Removal:
     """extra: the user roles' paths (gpunode.roles.removals), listed after gpunode's own."""
-    result = target.run(["sh", "-c", _LIST, "sh", weights_root.rstrip("/") or "/dev/shm", state_dir,
-                         "1" if purge else "0", venv_root.rstrip("/"), *PATHS, *(p for p in extra if p not in PATHS)],
-                        timeout=120)
+    result = target.run(shell.sh(_LIST, weights_root.rstrip("/") or "/dev/shm", state_dir, "1" if purge else "0",
+                                 venv_root.rstrip("/"), " ".join(f"/dev/shm/{p}" for p in SEGMENTS),
+                                 *PATHS, *(p for p in extra if p not in PATHS)), timeout=120)
     result.check("listing what gpunode installed")
     return parse_listing(target.name, result.stdout)
 
@@ -161,7 +105,7 @@ def apply(target: Transport, removal: Removal, owner: Owner, state_dir: str, pur
                 f"removed {len(removal.units)} unit(s) and {len(paths)} path(s): "
                 + ", ".join([u.rsplit("/", 1)[-1] for u in removal.units] + paths))])
         segments = [p for _, p in removal.segments]
-        result = target.run(["sh", "-c", _APPLY, "sh", state_dir, "1" if purge else "0", str(len(removal.units)),
-                             str(len(segments)), *removal.units, *segments, *paths], timeout=600)
+        result = target.run(shell.sh(_APPLY, state_dir, "1" if purge else "0", str(len(removal.units)),
+                                     str(len(segments)), *removal.units, *segments, *paths), timeout=600)
         result.check("removing what gpunode installed")
     return [line.split(" ", 1)[1] for line in result.stdout.splitlines() if line.startswith("@@left ")]
