@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gpunode import shell
 from gpunode.facts import gpu
 from gpunode_lab import gpuhost, nvidia_smi_standin
 
@@ -105,7 +106,8 @@ def test_ensure_makes_the_stand_in_host_that_the_onboard_probe_reads(tmp_path, m
     root = gpuhost.ensure(gpus=2)
     again = gpuhost.ensure(gpus=2)  # what a second `inv lab.up` does: nothing new
     assert again == root and gpuhost.driver() == gpuhost.DEFAULT_VERSION
-    out = subprocess.run(["sh", "-c", hostfacts.probe(str(root))], capture_output=True, text=True, check=True)
+    probe = shell.sh(hostfacts.PROBE, *hostfacts.probe_args(str(root)))
+    out = subprocess.run(probe, capture_output=True, text=True, check=True)
     f = hostfacts.parse(out.stdout, str(root))
     assert f.pve == (8, 2, 4) and f.devn and f.install == "run" and f.driver == gpuhost.DEFAULT_VERSION
     assert f.majors == {"mem": 1, "nvidia": 195, "nvidiactl": 195, "nvidia-uvm": gpuhost.UVM_MAJOR}
@@ -119,7 +121,7 @@ def test_ensure_makes_the_stand_in_host_that_the_onboard_probe_reads(tmp_path, m
     if shutil.which("dpkg-deb") and shutil.which("dpkg-scanpackages"):
         monkeypatch.setattr(gpuhost, "APT", root / "apt")
         gpuhost.set_install("packages")
-        out = subprocess.run(["sh", "-c", hostfacts.probe(str(root))], capture_output=True, text=True, check=True)
+        out = subprocess.run(probe, capture_output=True, text=True, check=True)
         f = hostfacts.parse(out.stdout, str(root))
         assert f.install == "packages" and not f.run_markers
         assert {p.name for p in f.driver_packages} == set(gpuhost.HOST_PACKAGES)

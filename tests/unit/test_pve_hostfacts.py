@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from gpunode import shell
 from gpunode.errors import PveError
 from gpunode.pve import classic, devices, hostfacts
 
@@ -84,7 +85,8 @@ def test_the_probe_runs_under_sh_and_prefixes_a_root(tmp_path):
     (tmp_path / "proc" / "devices").write_text("Character devices:\n195 nvidia\n509 nvidia-uvm\n")
     (tmp_path / "usr" / "bin").mkdir(parents=True)
     (tmp_path / "usr" / "bin" / "nvidia-uninstall").write_text("")
-    out = subprocess.run(["sh", "-c", hostfacts.probe(str(tmp_path))], capture_output=True, text=True, check=True)
+    out = subprocess.run(shell.sh(hostfacts.PROBE, *hostfacts.probe_args(str(tmp_path))), capture_output=True,
+                         text=True, check=True)
     f = hostfacts.parse(out.stdout, str(tmp_path))
     assert f.driver == "580.65.06" and f.majors == {"nvidia": 195, "nvidia-uvm": 509}
     assert f.run_markers == ("/usr/bin/nvidia-uninstall",) and f.install == "run" and f.nodes == ()

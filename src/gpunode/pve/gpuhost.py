@@ -31,7 +31,8 @@ class GpuPlan:
 
 
 def gather(host_transport: Any, root: str = "") -> hostfacts.HostFacts:
-    result = host_transport.script(hostfacts.probe(root), what="reading the host's Proxmox and NVIDIA facts")
+    result = host_transport.script(hostfacts.PROBE, *hostfacts.probe_args(root),
+                                   what="reading the host's Proxmox and NVIDIA facts")
     return hostfacts.parse(result.stdout, root)
 
 

@@ -1,6 +1,6 @@
 """What a Proxmox host says about itself and its NVIDIA driver, in one SSH round trip.
 
-`probe(root)` is a shell script printing `@section` blocks; `parse(text, root)` is pure and
+`PROBE` (hostfacts.sh, run with `probe_args(root)`) prints `@section` blocks; `parse(text, root)` is pure and
 turns them into HostFacts: the Proxmox VE version (pveversion), the running kernel, the NVIDIA
 kernel module's version (/proc/driver/nvidia/version), how the driver was installed (NVIDIA's
 .run leaves /usr/bin/nvidia-uninstall and /var/log/nvidia-installer.log; distribution packages
@@ -15,9 +15,9 @@ are the host's own (with the prefix), so devN entries name files that exist ther
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
+from gpunode import shell
 from gpunode.facts.gpu import parse_proc_version
 from gpunode.pve import devices
 
@@ -33,24 +33,12 @@ INSTALLER_CACHE = "/var/cache/gpunode/nvidia"  # where onboard keeps the fetched
 DEVN_SINCE = (8, 2)
 
 
-def probe(root: str = "") -> str:
-    r = shlex.quote(root)
-    pkgs = " ".join(shlex.quote(p) for p in PACKAGE_PATTERNS)
-    markers = " ".join(f'"$R"{m}' for m in RUN_MARKERS)
-    return f"""R={r}
-echo @pveversion; if [ -x "$R/usr/bin/pveversion" ]; then "$R/usr/bin/pveversion" 2>&1; fi
-echo @kernel; uname -r
-echo @driver; cat "$R/proc/driver/nvidia/version" 2>/dev/null
-echo @run_markers; for f in {markers}; do [ -e "$f" ] && echo "${{f#"$R"}}"; done
-echo @packages
-if [ -z "$R" ] || [ -d "$R/var/lib/dpkg" ]; then
-  COLUMNS=200 dpkg-query ${{R:+--admindir="$R/var/lib/dpkg"}} -l {pkgs} 2>/dev/null
-fi
-echo @proc_devices; cat "$R/proc/devices" 2>/dev/null
-echo @ls; ls -al "$R"/dev/nvidia* 2>&1
-echo @installers; ls "$R{INSTALLER_CACHE}" 2>/dev/null
-true
-"""
+PROBE = shell.script("gpunode.pve", "hostfacts.sh")
+
+
+def probe_args(root: str = "") -> list[str]:
+    """hostfacts.sh's arguments ($1.. there): root, the installers' cache, the .run's markers, the patterns."""
+    return [root, INSTALLER_CACHE, " ".join(RUN_MARKERS), *PACKAGE_PATTERNS]
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ GPUs passed in. With the version already right nothing is installed (a re-run on
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from gpunode import shell
 from gpunode.errors import PveError
 from gpunode.facts import cuda, gpu
 from gpunode.pve.hostfacts import INSTALLER_CACHE, HostFacts
@@ -74,9 +74,8 @@ def fetch_installer(host: Any, facts: HostFacts, url: str) -> str:
     if installer_name(version) in facts.installers:
         return path
     src = url.format(version=version)
-    script = ('set -e; d=$(dirname "$1"); mkdir -p "$d"; t="$1.part"; '
-              'curl -fsSL --retry 3 -o "$t" "$2"; head -c 2 "$t" | grep -q "#!"; mv -f "$t" "$1"')
-    result = host.script(script, path, src, what=f"fetching {installer_name(version)} onto the host")
+    result = host.script(shell.script("gpunode.pve", "fetch-installer.sh"), path, src,
+                         what=f"fetching {installer_name(version)} onto the host")
     if not result.ok:
         raise PveError(f"could not fetch {installer_name(version)} onto the host from {src}",
                        evidence=result.stderr[-1500:],
@@ -107,7 +106,7 @@ def install(host: Any, ct: Any, facts: HostFacts, vmid: int, pct: str, url: str)
             raise PveError(f"the host's driver packages of {version} include no user-space package "
                            f"({', '.join(USERSPACE_PACKAGES)})", hint="install the user-space in the CT by hand")
         result = ct.script("export DEBIAN_FRONTEND=noninteractive; apt-get update -q && apt-get install -y -q "
-                           "--no-install-recommends --allow-downgrades " + " ".join(shlex.quote(p) for p in pkgs),
+                           '--no-install-recommends --allow-downgrades "$@"', *pkgs,
                            what="installing the driver packages")
         if not result.ok:
             raise PveError(f"apt could not install {' '.join(pkgs)} in CT {vmid}", evidence=result.stderr[-2000:],
