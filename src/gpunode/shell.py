@@ -31,8 +31,11 @@ def script(package: str, name: str) -> str:
     """The text of the shell script `name` that lies beside the modules of `package`, e.g.
     script("gpunode.fleet", "logs.sh"). Whole scripts live in .sh files, where shellcheck reads
     them (CI) and the wheel carries them; they still travel as `sh -c TEXT sh ARGS`, so nothing
-    is installed on the target for them."""
-    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+    is installed on the target for them. The file's leading comments (the shellcheck directive, what
+    the script takes) stay home: the text starts at its first command."""
+    lines = resources.files(package).joinpath(name).read_text(encoding="utf-8").splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.strip() and not line.startswith("#")), len(lines))
+    return "".join(lines[start:])
 
 
 def sh(script: str, *args: str) -> list[str]:
