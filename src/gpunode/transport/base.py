@@ -161,16 +161,8 @@ def _text(data: bytes | bytearray) -> str:
     return bytes(data).decode("utf-8", "replace")
 
 
-# Transport.write_file's shell: a temp file in the same folder, fsync, chmod, chown, rename.
-# $4 "-" (SHA_ON_STDIN): the expected sha256 is stdin's first line, not an argument, so that
-# the hash of a secret file is never in a command line (`ps` on the target shows those).
-WRITE = ('set -e; d=$(dirname "$1"); mkdir -p "$d"; t=$(mktemp "$d/.gpunode.XXXXXX"); '
-         'trap \'rm -f "$t"\' EXIT; w=$4; [ "$w" != - ] || IFS= read -r w; cat > "$t"; chmod "$2" "$t"; '
-         '[ -z "$3" ] || chown "$3" "$t"; '
-         'if [ -n "$w" ]; then h=$(sha256sum < "$t"); h=${h%% *}; '
-         '[ "$h" = "$w" ] || { if [ "$4" = - ]; then echo "the content that arrived is not the content sent" >&2; '
-         'else echo "content arrived with sha256 $h, expected $w" >&2; fi; exit 1; }; fi; '
-         'sync "$t" 2>/dev/null || sync; mv -f "$t" "$1"; trap - EXIT')
+# Transport.write_file's shell (write.sh): stdin into $1 atomically, checked against $4's sha256.
+WRITE = shell.script("gpunode.transport", "write.sh")
 SHA_ON_STDIN = "-"
 
 
