@@ -36,12 +36,9 @@ SRC = f"{WORK}/model"
 SMALL = f"{WORK}/small"
 SCRIPT = f"{WORK}/stage-weights.sh"
 
-_SHARDS = ('set -e; mkdir -p "$1"; i=0; while [ $i -lt "$2" ]; do f="$1/model-$i.safetensors"; '
-           '[ -f "$f" ] || head -c $(($3 * 1048576)) /dev/urandom > "$f"; i=$((i+1)); done; cat "$1"/* > /dev/null')
-# n files over 10 subfolders, 1-8 KiB each; made once (a marker file says the set is complete).
-_SMALL = ('set -e; n=$2; if [ ! -f "$1.done-$n" ]; then rm -rf "$1"; i=0; while [ $i -lt "$n" ]; do '
-          'd="$1/part-$((i % 10))"; mkdir -p "$d"; head -c $(((i % 8 + 1) * 1024)) /dev/urandom > "$d/file-$i.json"; '
-          'i=$((i+1)); done; : > "$1.done-$n"; fi; cat "$1"/*/* > /dev/null')
+# The two folders' makers, run on the target with sh (their arguments are described in each)
+_SHARDS = Path(__file__).with_name("staging-shards.sh").read_text()
+_SMALL = Path(__file__).with_name("staging-small.sh").read_text()
 
 
 def timed(t, argv) -> float:
