@@ -181,4 +181,47 @@ def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=
                                        *[f"  note: {n}" for n in notes]])))
 
 
-ns = [status, logs, history]
+PROMETHEUS_HELP = {**{k: v for k, v in TARGET_HELP.items() if k != "json"},
+                   "out": "write the file_sd JSON to this file, replaced in one step (default: print it); "
+                   "point a Prometheus file_sd_configs at it (docs/prometheus.md)",
+                   "forks": "how many targets are asked at once (default 8)"}
+
+
+@task(iterable=["set_"], help=PROMETHEUS_HELP)
+def prometheus_targets(c, host=None, ct=None, group=None, inventory=None, set_=None, limit=None, out=None, forks=None):
+    """Prometheus file_sd targets: every server's, router's and fleet router's metrics endpoint, with labels."""
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    from gpunode import durable, userfiles
+    from gpunode.cli.session import Session
+    from gpunode.errors import InventoryError
+    from gpunode.fleet import scrape
+
+    targets = targets_of(inventory, host, ct, group, set_, limit)
+    if out is not None and (not str(out).strip() or Path(out).is_dir()):
+        raise InventoryError(f"--out {out!r} is not a file name", hint="e.g. --out /etc/prometheus/gpunode.json")
+    with Session() as session, ThreadPoolExecutor(max_workers=min(forks_of(forks, 8), len(targets))) as pool:
+        results = list(pool.map(lambda t: _status_of(session, t, 0), targets))
+    entries: list[dict] = []
+    lost = [report.target for report, unreachable in results if unreachable]
+    old = userfiles.read_text(out, what="the targets file", error=InventoryError) \
+        if out and lost and Path(out).exists() else None
+    for target, (report, unreachable) in zip(targets, results, strict=True):
+        entries += scrape.carried(old, [target.name]) if unreachable else scrape.groups(target, report)
+    text = scrape.document(entries)
+    if out:
+        durable.write_atomic(Path(out), text.encode())
+    else:
+        say(text)
+    local = scrape.on_loopback(entries)
+    if len(local) > 1:
+        sys.stderr.write(f"note: the endpoints of {', '.join(local)} listen on loopback: only a Prometheus on each "
+                         "node reaches them (docs/prometheus.md)\n")
+    if lost:
+        kept = "kept as the file had them" if old else "left out"
+        raise Exit("unreachable (their entries " + kept + "): " +
+                   "; ".join(u for _, u in results if u), code=1)
+
+
+ns = [status, logs, history, prometheus_targets]

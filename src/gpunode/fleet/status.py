@@ -41,6 +41,7 @@ class Unit:
     tokens_per_s: float | None = None
     failure: str | None = None     # the journal line that says why it failed
     gpus: list[int] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list, repr=False)  # ExecStart's command line
 
     @property
     def ready(self) -> bool:
@@ -60,7 +61,7 @@ class Unit:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k not in ("since", "load_now")}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("since", "load_now", "argv")}
         d["since"] = self.since.isoformat() if self.since else None
         d["metrics"] = self.load_now.to_dict() if self.load_now else None
         d["up"] = self.problem() is None
@@ -158,7 +159,7 @@ def unit_from(props: dict[str, str], now: datetime | None, zone: tuple[str, str]
              sub=props.get("SubState", ""), load=props.get("LoadState", ""),
              pid=int(props.get("MainPID") or 0), restarts=int(props.get("NRestarts") or 0),
              result=props.get("Result", ""), engine=_engine(props.get("Description", "")), pinset=_pinset(argv),
-             model=units.flag_value(argv, "--served-model-name") or "")
+             model=units.flag_value(argv, "--served-model-name") or "", argv=argv)
     if u.kind in ROUTERS:
         u.pinset = ""
     if u.active == "active":
