@@ -26,7 +26,7 @@ from gpunode import yamlsrc
 from gpunode.errors import InventoryError
 
 PROJECT_FILE = "gpunode.yaml"
-KEYS = ["inventory", "forks", "known_hosts", "colour", "roles_path", "templates_path"]
+KEYS = ["inventory", "forks", "known_hosts", "colour", "roles_path", "templates_path", "prometheus_targets"]
 COLOURS = ("auto", "always", "never")
 
 
@@ -38,6 +38,7 @@ class Settings:
     colour: str = "auto"                # auto: colour on a terminal; always; never
     roles_path: list[str] = field(default_factory=list)      # user role folders, before the shipped roles
     templates_path: list[str] = field(default_factory=list)  # user template folders, before the shipped ones
+    prometheus_targets: str | None = None  # the file_sd file `inv provision` updates (docs/prometheus.md)
     origins: dict[str, str] = field(default_factory=dict)  # setting -> file:line or environment variable
 
 
@@ -92,7 +93,7 @@ def _apply_file(out: Settings, path: Path) -> None:
             raise InventoryError(f"{where}: unknown setting {key!r}",
                                  hint=f"did you mean {close[0]!r}?" if close else
                                  f"the settings are {', '.join(KEYS)} (docs/config.md)")
-        if key in ("inventory", "known_hosts") and isinstance(value, str) and value:
+        if key in ("inventory", "known_hosts", "prometheus_targets") and isinstance(value, str) and value:
             value = _beside(path, value)
         if key in ("roles_path", "templates_path"):
             if isinstance(value, str):

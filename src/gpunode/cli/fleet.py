@@ -190,38 +190,46 @@ PROMETHEUS_HELP = {**{k: v for k, v in TARGET_HELP.items() if k != "json"},
 @task(iterable=["set_"], help=PROMETHEUS_HELP)
 def prometheus_targets(c, host=None, ct=None, group=None, inventory=None, set_=None, limit=None, out=None, forks=None):
     """Prometheus file_sd targets: every server's, router's and fleet router's metrics endpoint, with labels."""
+    from gpunode.cli.session import Session
+
+    targets = targets_of(inventory, host, ct, group, set_, limit)
+    with Session() as session:
+        text, lost, notes = write_targets(session, targets, out, forks_of(forks, 8))
+    if not out:
+        say(text)
+    for note in notes:
+        sys.stderr.write(f"note: {note}\n")
+    if lost:
+        raise Exit("unreachable (their entries " + ("kept as the file had them" if out else "left out") + "): " +
+                   "; ".join(lost), code=1)
+
+
+def write_targets(session, targets, out: str | None, forks: int, *, keep_others: bool = False):
+    """Ask each target what runs and write the file_sd file (when `out`): (its text, the unreachable
+    targets' messages, notes). keep_others: the file's entries of targets not asked stay."""
     from concurrent.futures import ThreadPoolExecutor
     from pathlib import Path
 
     from gpunode import durable, userfiles
-    from gpunode.cli.session import Session
     from gpunode.errors import InventoryError
     from gpunode.fleet import scrape
 
-    targets = targets_of(inventory, host, ct, group, set_, limit)
     if out is not None and (not str(out).strip() or Path(out).is_dir()):
-        raise InventoryError(f"--out {out!r} is not a file name", hint="e.g. --out /etc/prometheus/gpunode.json")
-    with Session() as session, ThreadPoolExecutor(max_workers=min(forks_of(forks, 8), len(targets))) as pool:
+        raise InventoryError(f"--out {out!r} is not a file name", hint="e.g. --out /etc/prometheus/gpunode/fleet.json")
+    with ThreadPoolExecutor(max_workers=max(1, min(forks, len(targets)))) as pool:
         results = list(pool.map(lambda t: _status_of(session, t, 0), targets))
-    entries: list[dict] = []
-    lost = [report.target for report, unreachable in results if unreachable]
+    lost = [unreachable for _, unreachable in results if unreachable]
     old = userfiles.read_text(out, what="the targets file", error=InventoryError) \
-        if out and lost and Path(out).exists() else None
+        if out and (lost or keep_others) and Path(out).exists() else None
+    entries = scrape.carried(old, [t.name for t in targets], others=True) if keep_others else []
     for target, (report, unreachable) in zip(targets, results, strict=True):
         entries += scrape.carried(old, [target.name]) if unreachable else scrape.groups(target, report)
     text = scrape.document(entries)
     if out:
         durable.write_atomic(Path(out), text.encode())
-    else:
-        say(text)
     local = scrape.on_loopback(entries)
-    if len(local) > 1:
-        sys.stderr.write(f"note: the endpoints of {', '.join(local)} listen on loopback: only a Prometheus on each "
-                         "node reaches them (docs/prometheus.md)\n")
-    if lost:
-        kept = "kept as the file had them" if old else "left out"
-        raise Exit("unreachable (their entries " + kept + "): " +
-                   "; ".join(u for _, u in results if u), code=1)
-
+    notes = [f"the endpoints of {', '.join(local)} listen on loopback: only a Prometheus on each node reaches them "
+             "(docs/prometheus.md)"] if len(local) > 1 else []
+    return text, lost, notes
 
 ns = [status, logs, history, prometheus_targets]

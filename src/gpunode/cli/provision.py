@@ -54,6 +54,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     inv = load_inventory(inventory)
     sets = parse_sets(set_)
     targets = select_targets(inv, host, ct, group, sets, limit)
+    chosen = list(targets)  # a fleet router's own target too, for the Prometheus targets file
     every = fleet.every_target(inv, sets) if any(t.vars.get("fleet_router") for t in targets) else []
     fleet.check_members(targets, every)
     # A target that only holds a fleet router gets the router's run alone (provision_fleets).
@@ -131,8 +132,9 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
         finally:
             if live is not None:
                 live.stop()
+        written = check or _prometheus_targets(session, chosen, forks, console)
     sink.finish(recaps)
-    code = exit_code(recaps)
+    code = exit_code(recaps) or (0 if written else EXIT_FAILED)
     if code:
         raise Exit(code=code)
 
@@ -148,6 +150,28 @@ def exit_code(recaps) -> int:
     if any(r.unreachable for r in recaps):
         return EXIT_UNREACHABLE
     return EXIT_FAILED if any(r.failed or r.error for r in recaps) else 0
+
+
+def _prometheus_targets(session, targets, forks: int, console) -> bool:
+    """The config files' `prometheus_targets`: this run's targets in that file_sd file as they run
+    now, the other targets' entries kept (docs/prometheus.md). False when it could not be written."""
+    from gpunode import settings
+    from gpunode.cli.fleet import write_targets
+    from gpunode.errors import GpunodeError, printable
+    from gpunode.secrets import redact
+
+    path = settings.current().prometheus_targets
+    if not path:
+        return True
+    try:
+        _, lost, notes = write_targets(session, targets, path, forks, keep_others=True)
+    except GpunodeError as exc:
+        console.print(printable(redact(f"error: prometheus_targets {path} not updated: {exc}")), markup=False,
+                      highlight=False)
+        return False
+    for note in [*notes, *(f"unreachable, its entries in {path} kept: {x}" for x in lost)]:
+        console.print(printable(redact(f"note: {note}")), markup=False, highlight=False)
+    return True
 
 
 def _streamer(console, name: str, redact):

@@ -107,9 +107,11 @@ def on_loopback(entries: list[dict[str, Any]]) -> list[str]:
     return names
 
 
-def carried(old_text: str | None, names: list[str]) -> list[dict[str, Any]]:
-    """The entries of these targets in the file as it was: a target that did not answer stays listed
-    (Prometheus then reports it down) instead of leaving the file, and its alerts, unnoticed."""
+def carried(old_text: str | None, names: list[str], *, others: bool = False) -> list[dict[str, Any]]:
+    """The entries of these targets in the file as it was (others=True: of every other target).
+
+    A target that did not answer stays listed (Prometheus then reports it down) instead of
+    leaving the file, and its alerts, unnoticed; `inv provision` keeps the targets it did not run on."""
     if not old_text:
         return []
     try:
@@ -117,7 +119,7 @@ def carried(old_text: str | None, names: list[str]) -> list[dict[str, Any]]:
     except ValueError:
         return []
     return [e for e in old if isinstance(e, dict) and isinstance(e.get("labels"), dict)
-            and e["labels"].get("gpunode_target") in names] if isinstance(old, list) else []
+            and (e["labels"].get("gpunode_target") in names) != others] if isinstance(old, list) else []
 
 
 def document(entries: list[dict[str, Any]]) -> str:
