@@ -75,13 +75,27 @@ except OSError as exc:  # not listening yet, or gone: the caller polls or report
 """
 
 @pytest.fixture(scope="module")
-def targets_file(box, inventory, tmp_path_factory) -> Path:
-    provision_ok(inventory, VMID)
+def provisioned(box, inventory, tmp_path_factory) -> Path:
+    """Provisioned with gpunode.yaml's prometheus_targets set: the file provision wrote."""
+    config = tmp_path_factory.mktemp("config") / "gpunode.yaml"
+    config.write_text("prometheus_targets: provisioned.json\n")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("GPUNODE_CONFIG", str(config))
+        provision_ok(inventory, VMID)
+    return config.parent / "provisioned.json"
+
+
+@pytest.fixture(scope="module")
+def targets_file(box, inventory, provisioned, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("sd") / "fleet.json"
     proc = subprocess.run([str(INV), "prometheus-targets", "-i", str(inventory), "--host", "lab", "--ct", str(VMID),
                            "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     return out
+
+
+def test_provision_wrote_the_same_file_as_the_task(provisioned, targets_file):
+    assert json.loads(provisioned.read_text()) == json.loads(targets_file.read_text())
 
 
 @pytest.fixture(scope="module")
