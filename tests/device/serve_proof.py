@@ -163,6 +163,24 @@ def phase_install(args, t: LocalTransport) -> dict:
     return res
 
 
+def phase_venvs(uv: str, reps: int = 3) -> dict:
+    """The venv an engine install starts from: `python -m venv` (pip seeded) against `uv venv`, on this host."""
+    runs: dict[str, list[float]] = {"python -m venv": [], "uv venv": [], "uv venv --seed": []}
+    for i in range(reps):
+        for name, argv in (("python -m venv", [IMAGE_PY, "-m", "venv"]),
+                           ("uv venv", [uv, "venv", "-q", "--python", IMAGE_PY]),
+                           ("uv venv --seed", [uv, "venv", "-q", "--seed", "--python", IMAGE_PY])):
+            dest = WORK / f"venv-{i}-{name.replace(' ', '_')}"
+            subprocess.run(["rm", "-rf", str(dest)], check=True)
+            r = sh([*argv, str(dest)], env={**os.environ, "UV_OFFLINE": "1"})
+            if r["rc"] != 0:
+                return {"error": r}
+            runs[name].append(r["s"])
+    best = {k: min(v) for k, v in runs.items()}
+    return {"runs_s": runs, "best_s": best,
+            "ratio_python_over_uv": round(best["python -m venv"] / max(best["uv venv"], 0.05), 1)}
+
+
 def rendered(ctx) -> tuple[list[str], dict[str, str], str, str]:
     steps = {s.id: s for rp in roles.build(["servers"], ctx) for s in rp.steps}
     unit = next(s for k, s in steps.items() if isinstance(s, Template) and k.endswith("gpunode-gpu0.service"))
@@ -253,7 +271,46 @@ def log_excerpt(path: Path) -> list[str]:
     return picked[:60] + ["..."] + lines[-40:]
 
 
-def serve(t: LocalTransport, case: str, out: Path, bench_on: bool) -> dict:
+def written_since(marker: Path, skip: tuple[str, ...]) -> dict[str, int]:
+    """Bytes of the files written after `marker`, by folder (four levels deep): where a start's caches land."""
+    prune = ("/proc", "/sys", "/dev", *skip)
+    expr = [x for p in prune for x in ("-path", p, "-o")][:-1]
+    r = subprocess.run(["find", "/", "(", *expr, ")", "-prune", "-o", "-type", "f", "-newer", str(marker),
+                        "-printf", "%s %p\n"], capture_output=True, text=True)
+    sizes: dict[str, int] = {}
+    for line in r.stdout.splitlines():
+        size, _, path = line.partition(" ")
+        key = "/".join(path.split("/")[:5])
+        sizes[key] = sizes.get(key, 0) + int(size)
+    return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
+
+
+def as_after_reboot(keep: tuple[str, ...]) -> dict:
+    """What a reboot takes: /tmp (tmpfs or cleaned at boot on Debian and Ubuntu) and the page cache.
+    /dev/shm is kept: the weights role stages it again after a reboot, which is not a server start."""
+    gone = []
+    for p in Path("/tmp").iterdir():
+        if not any(str(p) == k or k.startswith(str(p) + "/") for k in keep):
+            subprocess.run(["rm", "-rf", str(p)], check=False)
+            gone.append(str(p))
+    drop = sh(["sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches"])
+    return {"removed": gone, "page_cache_dropped": drop["rc"] == 0, "drop": drop}
+
+
+def unrelated_upgrade(venv: str, wheels: Path) -> dict:
+    """An upgrade of a package no kernel depends on: reinstalled, new files and mtimes in the venv."""
+    wheel = next(w for name in ("tqdm", "idna", "certifi") for w in sorted(wheels.glob(f"{name}-*.whl")))
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return sh([f"{venv}/bin/python", "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--force-reinstall",
+               str(wheel)], env=clean)
+
+
+# The starts after the first two: (name, what happens before it)
+LATER_STARTS = ("after-reboot", "after-unrelated-upgrade")
+
+
+def serve(t: LocalTransport, case: str, out: Path, bench_on: bool, later: bool = False,
+          wheels: Path = Path("/root/wheels")) -> dict:
     model, extra = CASES[case]
     facts, v, plan = plan_for(t, model, extra, out / f"facts-{case}")
     ctx = roles.RoleContext(target="h100", vars=v, facts=facts, plan=plan)
@@ -265,7 +322,15 @@ def serve(t: LocalTransport, case: str, out: Path, bench_on: bool) -> dict:
     log = WORK / f"{case}.log"
     server = Server(argv, env, workdir, log, "gpunode-gpu0.service")
     starts = []
-    for n in range(2):
+    marker = WORK / "before-first-start"
+    marker.write_text("")
+    keep = (str(REPO), str(WORK), str(out), *([os.environ["OUT"]] if os.environ.get("OUT") else []))
+    for n in range(2 + (len(LATER_STARTS) if later else 0)):
+        if n >= 2:
+            what = LATER_STARTS[n - 2]
+            res.setdefault("before", {})[what] = (as_after_reboot(keep) if what == "after-reboot"
+                                                  else unrelated_upgrade(plan.venv, wheels))
+            say(f"{case}: {what}: {str(res['before'][what])[:300]}")
         t0 = server.start()
         r = ready(t, ctx, t0)
         starts.append(r)
@@ -273,6 +338,8 @@ def serve(t: LocalTransport, case: str, out: Path, bench_on: bool) -> dict:
         if not r["ok"]:
             break
         if n == 0:
+            res["written_by_first_start"] = written_since(marker, keep)
+            say(f"{case}: written by the first start {list(res['written_by_first_start'].items())[:12]}")
             res["requests"] = requests(f"http://127.0.0.1:{plan.servers[0].port}", served_model_name(ctx))
             say(f"{case}: requests ok={[x['ok'] for x in res['requests'].values()]}")
             if bench_on:
@@ -294,11 +361,14 @@ def serve(t: LocalTransport, case: str, out: Path, bench_on: bool) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("phase", choices=("models", "install", "serve"))
+    ap.add_argument("phase", choices=("models", "install", "serve", "venvs"))
     ap.add_argument("cases", nargs="*")
     ap.add_argument("--wheels", type=Path, default=Path("/root/wheels"))
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--no-bench", action="store_true")
+    ap.add_argument("--uv", default="/root/uv/bin/uv", help="the uv binary (venvs phase)")
+    ap.add_argument("--later-starts", action="store_true", help="also start after a reboot's losses and after "
+                    "an unrelated upgrade (where the caches live)")
     args = ap.parse_args()
     os.environ.update(NO_NVLS)
     shim = Path("/run/gpunode-shim")
@@ -313,6 +383,9 @@ def main() -> int:
     t = LocalTransport("h100")
     if args.phase == "models":
         res = phase_models()
+    elif args.phase == "venvs":
+        res = phase_venvs(args.uv)
+        say(f"venvs {res}")
     elif args.phase == "install":
         res = phase_install(args, t)
     else:
@@ -320,7 +393,7 @@ def main() -> int:
         cases = list(args.cases)
         for case in cases:
             try:
-                res[case] = serve(t, case, args.out, not args.no_bench)
+                res[case] = serve(t, case, args.out, not args.no_bench, args.later_starts, args.wheels)
             except Exception as e:
                 import traceback
                 res[case] = {"error": traceback.format_exc()[-3000:]}
