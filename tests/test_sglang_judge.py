@@ -191,7 +191,7 @@ def test_sglang_accepts_every_nodes_multi_node_command_line(pinset: str, capsys)
         except ResolveError as exc:
             refused.append(f"{name}: {exc.message[:120]}")
             continue
-        folder = models()[Path(plans[0].model["path"]).name]
+        folder = models()[Path(plans[0].model.path).name]
         for m, plan in zip(members, plans, strict=True):
             s = plan.servers[0]
             g = m.facts.gpus[0]

@@ -10,13 +10,8 @@ from gpunode.steps.files import Directory, Symlink
 from gpunode.steps.trees import Absent, Overlay
 
 # The other actions are handled elsewhere: pip_* in the engine venv, apt_install in base, env in the
-# plan's environment, manual as the plan's warning.
-
-
-def jit_env(cache: str) -> dict[str, str]:
-    """Point every JIT cache at one persistent folder (docs/sources.md#jit-caches: caches to persist per node)."""
-    return {"XDG_CACHE_HOME": cache, "FLASHINFER_WORKSPACE_BASE": cache, "TRITON_CACHE_DIR": f"{cache}/triton",
-            "TVM_FFI_CACHE_DIR": f"{cache}/tvm-ffi", "VLLM_CACHE_ROOT": f"{cache}/vllm", "HOME": "/root"}
+# plan's environment, manual as the plan's warning. The servers' JIT caches point at cuda_jit_cache
+# through the plan's env (resolve/toolkit.py jit_env); this role makes the folder.
 
 
 def build(ctx: RoleContext) -> list[RolePlan]:

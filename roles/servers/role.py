@@ -8,7 +8,6 @@ from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
-from gpunode.roles.weights.role import skipped, staged_path
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
 from gpunode.steps.systemd import Service, UnitTemplate
@@ -40,9 +39,14 @@ def unit_name(name: str) -> str:
 
 
 def servers_from_plan(ctx: RoleContext) -> list[Server]:
-    from gpunode.roles.plan_view import servers
-
-    return servers(ctx, staged_path(ctx))
+    out = []
+    for s in ctx.plan.servers:
+        env = ctx.plan.server_env(s)
+        cores = env.get("VLLM_CPU_OMP_THREADS_BIND", "")
+        device = f"GPU {','.join(map(str, s.gpus))}" if s.gpus else f"CPU core {cores or '?'}"
+        out.append(Server(name=s.name, device=device, port=s.port, argv=list(s.argv), env=env,
+                          cpu_affinity=cores if not s.gpus else "", serves_http=s.serves_http))
+    return out
 
 
 def check_ports(ctx: RoleContext, servers: list[Server]) -> None:
@@ -56,23 +60,22 @@ def check_ports(ctx: RoleContext, servers: list[Server]) -> None:
 
 
 def build(ctx: RoleContext) -> list[RolePlan]:
-    from gpunode.roles.plan_view import router_argv, served_model_name
-
     v = ctx.vars
     servers = servers_from_plan(ctx)
     check_ports(ctx, servers)
-    model = served_model_name(ctx)
+    model = ctx.plan.model.served_model_name
     key = str(v.get("server_api_key") or "")
     steps: list = []
-    stage = STAGE_UNIT if v["weights_stage"] else ""
-    if stage:
-        source = str(ctx.var("model_source")).rstrip("/")
+    w = ctx.plan.weights
+    stage = STAGE_UNIT if w is not None and w.stage else ""
+    if w is not None and stage:
+        # /dev/shm is empty after a reboot: this unit copies the weights again before the servers start
         steps.append(UnitTemplate(path=f"{UNIT_DIR}/{STAGE_UNIT}", template="servers/stage-weights.service.j2",
-                              vars={"source": unit_text(source, "model_source"),
-                                    "dest": unit_text(staged_path(ctx), "weights_dest_root"),
-                                    "mount": unit_path(source, "model_source", word=True),
+                              vars={"source": unit_text(w.source, "model_source"),
+                                    "dest": unit_text(w.dest, "weights_dest_root"),
+                                    "mount": unit_path(w.source, "model_source", word=True),
                                     "exec_start": exec_line(["/bin/sh", STAGE_SCRIPT,
-                                                             *stage_args(source, staged_path(ctx), skipped(ctx))],
+                                                             *stage_args(w.source, w.dest, w.skip)],
                                                             "model_source")},
                               notify=("daemon-reload",)))
     for s in servers:
@@ -94,16 +97,16 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                               notify=("daemon-reload", f"restart:{s.unit}")))
         steps += stale(s.name, home)  # after the unit that no longer reads them
     endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers if s.serves_http]
-    router = router_argv(ctx, servers) if v["servers_router"] else None
-    if router:
-        argv, port, env = router
-        home, argv = router_home(argv, ROUTER_UNIT, key)
-        steps.append(File(path="/etc/gpunode/router.env", content=env_text(env), notify=(f"restart:{ROUTER_UNIT}",)))
+    router = ctx.plan.router if v["servers_router"] else None
+    if router is not None:
+        home, argv = router_home(list(router.argv), ROUTER_UNIT, key)
+        steps.append(File(path="/etc/gpunode/router.env", content=env_text({"HOME": "/root"}),
+                          notify=(f"restart:{ROUTER_UNIT}",)))
         if home.file:
             steps.append(home.file)
         steps.append(UnitTemplate(path=f"{UNIT_DIR}/{ROUTER_UNIT}", template="servers/router.service.j2",
                               vars={"workers": len(servers),
-                                    "policy": unit_text(ctx.plan.router.policy, "router_policy"),
+                                    "policy": unit_text(router.policy, "router_policy"),
                                     "server_units": unit_words([s.unit for s in servers]),
                                     "env_file": unit_path("/etc/gpunode/router.env"),
                                     "secrets_file": home.unit_var(),
@@ -111,12 +114,12 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "exec_start": exec_line(argv, "the router's command line")},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
         steps += stale("router", home)
-        endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{port}", model, "/readiness"))
+        endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{router.port}", model, "/readiness"))
     plans = [RolePlan("servers", steps)]
     if v["servers_enabled"]:
         # A separate role, so that its steps run after the unit files' handlers: a changed
         # unit is restarted once (restart starts a stopped unit), never started then restarted.
-        units = ([stage] if stage else []) + [s.unit for s in servers] + ([ROUTER_UNIT] if router else [])
+        units = ([stage] if stage else []) + [s.unit for s in servers] + ([ROUTER_UNIT] if router is not None else [])
         plans.append(RolePlan("services", [Service(name=u, enabled=True, running=True) for u in units]))
         if endpoints:
             plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]),

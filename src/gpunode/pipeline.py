@@ -29,6 +29,7 @@ from gpunode.facts.parse import parse
 from gpunode.facts.probe import collect, gather, inline
 from gpunode.facts.types import Facts
 from gpunode.inventory import Target
+from gpunode.resolve.plan import Plan
 from gpunode.transport.base import Transport
 
 
@@ -39,7 +40,7 @@ class Job:
     target: Target
     transport: Transport
     facts: Facts
-    plan: Any
+    plan: Plan
     roles: list[RolePlan]
     needed: list[RolePlan] = field(default_factory=list)
     needed_names: list[str] = field(default_factory=list)
@@ -75,12 +76,9 @@ def check_driver(raw: snapshot.RawFacts, facts: Facts, target: Target) -> None:
 
 
 def target_vars(target: Target) -> dict[str, Any]:
-    from gpunode.roles.weights.role import staged_path_for
-
-    v = dict(target.vars)  # role defaults are its lowest layer (Inventory.target(defaults=...))
-    if v.get("model_source") and "model_path" not in v:
-        v["model_path"] = staged_path_for(v)  # the servers load the staged copy
-    return v
+    """A copy of the target's variables; role defaults are its lowest layer (Inventory.target(defaults=...)).
+    Where the model is staged and loaded from is the plan's (Plan.weights, Plan.model.path)."""
+    return dict(target.vars)
 
 
 class Planner:
@@ -88,7 +86,7 @@ class Planner:
     engine's Prelude for one target (all roles, no --only)."""
 
     def __init__(self, target: Target, progress: Callable[..., None] | None = None,
-                 resolve: Callable[..., Any] | None = None, output: Callable[[str], None] | None = None):
+                 resolve: Callable[..., Plan] | None = None, output: Callable[[str], None] | None = None):
         self.target = target
         self.vars = target_vars(target)
         self.progress = progress
@@ -96,7 +94,7 @@ class Planner:
         self.resolve = resolve
         self.names, _ = roles.select(None)
         self.facts: Facts | None = None
-        self.plan: Any = None
+        self.plan: Plan | None = None
         self.prelude = recorded.Prelude(recorded.key_for(self.names), self.script, self.build)
 
     def script(self, nonce: str) -> str:
@@ -175,7 +173,7 @@ class _Here(Executor):
 
 def prepare(target: Target, transport: Transport, *, only: str | None = None,
             progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
-            resolve: Callable[..., Any] | None = None, output: Callable[[str], None] | None = None) -> Job:
+            resolve: Callable[..., Plan] | None = None, output: Callable[[str], None] | None = None) -> Job:
     """progress: the target's Feed (cli/progress.py); output: each line long steps print (-v)."""
     from gpunode.resolve import resolve as default_resolve
 

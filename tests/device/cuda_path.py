@@ -39,7 +39,7 @@ from gpunode.facts import snapshot  # noqa: E402
 from gpunode.facts.parse import parse  # noqa: E402
 from gpunode.facts.probe import gather  # noqa: E402
 from gpunode.resolve import resolve  # noqa: E402
-from gpunode.roles.cuda_fixes.role import jit_env  # noqa: E402
+from gpunode.resolve.toolkit import jit_env  # noqa: E402
 from gpunode.steps.base import Probe  # noqa: E402
 from gpunode.transport.local import LocalTransport  # noqa: E402
 from tests.unit.resolve_facts import QWEN36  # noqa: E402

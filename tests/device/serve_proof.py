@@ -40,7 +40,6 @@ from gpunode.facts import snapshot  # noqa: E402
 from gpunode.facts.parse import parse  # noqa: E402
 from gpunode.facts.probe import gather  # noqa: E402
 from gpunode.resolve import resolve  # noqa: E402
-from gpunode.roles.plan_view import served_model_name  # noqa: E402
 from gpunode.steps.files import File, Template  # noqa: E402
 from gpunode.transport.local import LocalTransport  # noqa: E402
 from tests.unit import systemd_parse  # noqa: E402
@@ -340,7 +339,7 @@ def serve(t: LocalTransport, case: str, out: Path, bench_on: bool, later: bool =
         if n == 0:
             res["written_by_first_start"] = written_since(marker, keep)
             say(f"{case}: written by the first start {list(res['written_by_first_start'].items())[:12]}")
-            res["requests"] = requests(f"http://127.0.0.1:{plan.servers[0].port}", served_model_name(ctx))
+            res["requests"] = requests(f"http://127.0.0.1:{plan.servers[0].port}", ctx.plan.model.served_model_name)
             say(f"{case}: requests ok={[x['ok'] for x in res['requests'].values()]}")
             if bench_on:
                 try:

@@ -34,8 +34,10 @@ def recorded(case: str) -> dict:
 def rendered(case: str) -> tuple[list[str], dict[str, str]]:
     folder, model, extra = CASES[case]
     facts = parse(snapshot.load(DATA / folder))
+    # The proof's servers loaded the source folder, not the staged copy: it resolved without the
+    # model_path that provisioning took from the weights then (now the plan's weights.dest).
     v = {**roles.defaults(), "pinset": "cu13-b", "model_source": f"/root/proof/models/{model}",
-         "servers_router": False, **extra}
+         "model_path": f"/root/proof/models/{model}", "servers_router": False, **extra}
     ctx = roles.RoleContext(target="h100", vars=v, facts=facts, plan=resolve(facts, v))
     steps = {s.id: s for plan in servers_role.build(ctx) for s in plan.steps}
     unit = steps["file:/etc/systemd/system/gpunode-gpu0.service"]

@@ -68,12 +68,12 @@ def test_a_flashinfer_change_resets_the_cache_the_servers_really_use():
     """The servers run with FLASHINFER_WORKSPACE_BASE=<cuda_jit_cache>, and flashinfer/jit/env.py (every pinned
     version) keeps its cache at $FLASHINFER_WORKSPACE_BASE/.cache/flashinfer."""
     from gpunode.facts.types import Install
-    from gpunode.roles.cuda_fixes.role import jit_env
 
     old = Install(venv="/opt/gpunode/venvs/cu13-latest", python="3.11", flashinfer="0.6.15.post1")
     for variables, cache in (({}, "/var/cache/gpunode/jit"), ({"cuda_jit_cache": "/srv/jit"}, "/srv/jit")):
         plan = resolve(field_notes(install=old), variables)
         (fix,) = [f for f in plan.fixes if f.id == "flashinfer-cache-reset"]
-        assert fix.actions == (RemoveTree(path=f"{jit_env(cache)['FLASHINFER_WORKSPACE_BASE']}/.cache/flashinfer"),)
+        assert plan.env["FLASHINFER_WORKSPACE_BASE"] == cache
+        assert fix.actions == (RemoveTree(path=f"{cache}/.cache/flashinfer"),)
     same = Install(venv="/opt/gpunode/venvs/cu13-latest", python="3.11", flashinfer="0.7.2")
     assert "flashinfer-cache-reset" not in [f.id for f in resolve(field_notes(install=same)).fixes]

@@ -34,7 +34,7 @@ def documented() -> dict[str, set[str]]:
 
 def test_documented_keys_are_the_plans_keys():
     doc = documented()
-    plan = json.loads(resolve(field_notes()).to_json())
+    plan = json.loads(resolve(field_notes(), {"model_source": "/mnt/models/Qwen3.6-27B"}).to_json())
     assert plan["schema"] == SCHEMA == "gpunode.plan/1"
     assert set(plan) == doc["Top level"]
     for section, value in (("packages[]", plan["packages"][0]), ("indexes", plan["indexes"]),
@@ -43,7 +43,8 @@ def test_documented_keys_are_the_plans_keys():
                            ("fixes[]", plan["fixes"][0]), ("model", plan["model"]),
                            ("decisions[]", plan["decisions"][0]), ("facts", plan["facts"]),
                            ("facts.gpus[]", plan["facts"]["gpus"][0]), ("facts.driver", plan["facts"]["driver"]),
-                           ("facts.system", plan["facts"]["system"]), ("lock", plan["lock"])):
+                           ("facts.system", plan["facts"]["system"]), ("lock", plan["lock"]),
+                           ("weights", plan["weights"])):
         assert set(value) == doc[section], section
 
 

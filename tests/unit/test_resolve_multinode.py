@@ -101,7 +101,7 @@ def test_two_four_gpu_rtx_pro_6000_nodes_serve_a_317_gb_model_over_tcp_with_a_wa
     with pytest.raises(ResolveError, match="does not fit"):
         resolve(members[0].facts)
     head, peer = resolve_group(members)
-    assert head.model["size_bytes"] > 300 * 10**9
+    assert head.model.size_bytes > 300 * 10**9
     assert (flag(head, "--tp-size"), flag(peer, "--node-rank")) == ("8", "1")
     assert "NCCL_IB_HCA" not in head.env and head.env["NCCL_SOCKET_IFNAME"] == "eth0"
     assert any("NCCL falls back to TCP" in w and "slow" in w for w in head.warnings), head.warnings
@@ -152,19 +152,23 @@ def test_one_target_is_no_group():
         resolve_group(h100_pair()[:1])
 
 
+def node_vars() -> dict:
+    """The group's variables, which the plans are resolved from (pipeline.provision_group) and the roles read."""
+    return {**roles.defaults(), "model_source": "/srv/models/deepseek-r1", "multinode": True}
+
+
 def node_units(member: Member, plan) -> dict[str, str]:
     from gpunode.inventory import Host, Target
     from gpunode.pipeline import target_vars
 
-    v = {**roles.defaults(), "model_source": "/srv/models/deepseek-r1", "multinode": True}
-    target = Target(Host(name=member.facts.target, address=member.address), None, v)
+    target = Target(Host(name=member.facts.target, address=member.address), None, node_vars())
     ctx = roles.RoleContext(target=target.name, vars=target_vars(target), facts=member.facts, plan=plan)
     return roles.build(["servers"], ctx), files_of(roles.build(["servers"], ctx))
 
 
 def test_each_nodes_unit_runs_its_rank_and_readiness_waits_on_the_head_only():
     members = h100_pair()
-    plans = resolve_group(members)
+    plans = resolve_group(members, node_vars())
     (head_roles, head_files), (peer_roles, peer_files) = (node_units(m, p) for m, p in zip(members, plans, strict=True))
     unit = "/etc/systemd/system/gpunode-gpu0-7.service"
     assert "--node-rank 0" in head_files[unit] and "--node-rank 1" in peer_files[unit]
@@ -178,7 +182,7 @@ def test_the_rendered_units_pass_systemd_analyze_verify(tmp_path):
     """Each node's units in a folder of their own, as the lab's check test reads them (tests/lab/
     test_provision_check_gpu.py), with a broken control unit beside them."""
     members = h100_pair()
-    for m, plan in zip(members, resolve_group(members), strict=True):
+    for m, plan in zip(members, resolve_group(members, node_vars()), strict=True):
         folder = tmp_path / m.facts.target
         folder.mkdir()
         _, files = node_units(m, plan)

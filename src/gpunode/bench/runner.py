@@ -21,6 +21,7 @@ from gpunode import __version__
 from gpunode.bench import stats
 from gpunode.bench.schema import SCHEMA
 from gpunode.errors import StepError, tail
+from gpunode.resolve.plan import Plan
 from gpunode.steps.progress import ProgressSink
 from gpunode.transport.base import Transport
 
@@ -74,11 +75,10 @@ class Layout:
     fleet_workers: int = 0  # > 0: `router` is a fleet router with that many servers behind it
 
 
-def layout(plan: Any) -> Layout:
+def layout(plan: Plan) -> Layout:
     servers = [Endpoint(s.name, f"http://127.0.0.1:{s.port}") for s in plan.servers]
     router = Endpoint("router", f"http://127.0.0.1:{plan.router.port}") if plan.router else None
-    model = plan.model.get("served_model_name") or posixpath.basename(str(plan.model.get("path", "model")))
-    return Layout(servers, router, model, posixpath.join(str(plan.model.get("path", "")), "tokenizer.json"),
+    return Layout(servers, router, plan.model.served_model_name, posixpath.join(plan.model.path, "tokenizer.json"),
                   posixpath.join(plan.venv, "bin", "python"), plan.engine, plan.pinset)
 
 
@@ -140,7 +140,7 @@ def steps(spec: Spec, lay: Layout) -> list[tuple[str, int, list[tuple[Endpoint, 
     return out
 
 
-def bench(target: Transport, plan: Any, spec: Spec, progress: Progress | None = None,
+def bench(target: Transport, plan: Plan, spec: Spec, progress: Progress | None = None,
           on_run: Callable[[dict[str, Any]], None] | None = None,
           fleet: tuple[str, int] | None = None) -> dict[str, Any]:
     """fleet: (the fleet router's URL as `target` reaches it, its number of workers): bench only

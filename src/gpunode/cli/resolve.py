@@ -128,11 +128,7 @@ def inputs(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvid
     target = None
     if host:
         (target,) = select_targets(load_inventory(inventory), host, ct, None, overrides)
-        variables = dict(target.vars)
-        if variables.get("model_source") and "model_path" not in variables:
-            from gpunode.roles.weights.role import staged_path_for
-
-            variables["model_path"] = staged_path_for(variables)
+        variables = dict(target.vars)  # the plan's weights and model path come from model_source
     if facts_dir:
         facts = parse(snapshot.load(Path(facts_dir)))
     elif nvidia_smi:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpunode.errors import InventoryError
+from gpunode.inventory import Target
+from gpunode.resolve.plan import Plan
 
 FLEET_UNIT = "gpunode-fleet-router.service"
 ENV_FILE = "/etc/gpunode/fleet-router.env"
@@ -62,8 +64,15 @@ def address_of(target: Any) -> str:
                          f"({target.origins.get('fleet_router', 'the inventory')})")
 
 
-def workers(member: Any, plan: Any) -> list[Worker]:
+def workers(member: Target, plan: Plan) -> list[Worker]:
     """The member's servers as the router reaches them; refused when they listen on loopback only."""
+    host = reachable(member)
+    return [Worker(f"http://{host}:{s.port}", member.name, s.name) for s in plan.servers]
+
+
+def reachable(member: Target) -> str:
+    """The host part of the member's servers' URLs as the router reaches them; refused when they
+    listen on loopback only, or need an API key the fleet router does not send."""
     address = address_of(member)
     listen = str(member.vars.get("host") or "127.0.0.1")
     if listen not in (*WILDCARD, address):
@@ -75,8 +84,7 @@ def workers(member: Any, plan: Any) -> list[Worker]:
         raise InventoryError(f"{member.name}: a fleet of servers with server_api_key is not supported yet",
                              target=member.name, hint="drop server_api_key from the fleet's members, or "
                              "drop fleet_router (docs/fleet.md)")
-    host = f"[{address}]" if ":" in address else address
-    return [Worker(f"http://{host}:{s.port}", member.name, s.name) for s in plan.servers]
+    return f"[{address}]" if ":" in address else address
 
 
 def router_listen(router: Any) -> tuple[str, int]:

@@ -42,11 +42,7 @@ def check_members(targets: Sequence[Any], every: list[Any]) -> None:
         name = str(t.vars.get("fleet_router") or "")
         if name and not t.vars.get("fleet_router_only"):
             endpoint.address_of(router_target(every, fleets[name], t))
-            endpoint.workers(t, _NoServers)
-
-
-class _NoServers:
-    servers: tuple = ()
+            endpoint.reachable(t)
 
 
 def provision_fleets(planners: Sequence[Any], every: list[Any], transport_of: Callable[[Any], Any], *,

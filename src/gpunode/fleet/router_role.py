@@ -9,18 +9,17 @@ template. What differs is where the workers are (other targets) and how their li
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 from gpunode.engine import RolePlan
 from gpunode.fleet import endpoint
+from gpunode.resolve.plan import Indexes, Plan, PlannedModel, RouterPlan, Toolkit, Topology
 from gpunode.roles.context import RoleContext
 
 
-def router_plan(kb: Any, facts: Any) -> Any:
+def router_plan(kb: Any, facts: Any) -> RouterPlan:
     """The router venv's package, Python and lock for the router's target, from the knowledge base."""
     from gpunode.resolve import locks, versions
-    from gpunode.resolve.plan import RouterPlan
     from gpunode.resolve.trail import Trail
 
     r = kb.routers["sglang-router"]
@@ -31,6 +30,18 @@ def router_plan(kb: Any, facts: Any) -> Any:
     lock = locks.planned(kb.pinset(f"router-{r.id}"), facts.system.arch or "x86_64", python, [r.package], Trail(),
                          "router")
     return RouterPlan(r.package, "", python, ("", "-m", r.module), "", 0, "", (), lock)
+
+
+def router_only(target: str, kb: Any, rp: RouterPlan) -> Plan:
+    """The plan of the fleet router's own run: the router alone, no engine, servers, model or fixes.
+    The base role and the engine role's lock check read it as they read any plan (its pin set is the
+    router's lock folder, which their messages name)."""
+    r = kb.routers["sglang-router"]
+    return Plan(target=target, engine="", engine_version="", pinset=f"router-{r.id}", pinset_status="",
+                python=rp.python, venv="", packages=(), indexes=Indexes(index_url=""),
+                toolkit=Toolkit(None, None, None), env={}, topology=Topology("none", 0, 1, ()), servers=(),
+                router=rp, fixes=(), model=PlannedModel("", "", "", None, (), 0, False), decisions=(), warnings=(),
+                lock=rp.lock)
 
 
 def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) -> list[RolePlan]:
@@ -45,9 +56,10 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     from gpunode.steps.venv import Venv
 
     v = dict(router.vars)
-    ctx = RoleContext(target=router.name, vars=v, facts=facts, plan=SimpleNamespace(fixes=()),
+    kb = load.load()
+    rp = router_plan(kb, facts)
+    ctx = RoleContext(target=router.name, vars=v, facts=facts, plan=router_only(router.name, kb, rp),
                       origins=dict(router.origins))
-    rp = router_plan(load.load(), facts)
     venv = f"{str(v.get('venv_root') or '/opt/gpunode/venvs').rstrip('/')}/router"
     wheelhouse = v.get("wheelhouse") or ""
     source: dict[str, Any] = {"no_index": True, "find_links": [wheelhouse]} if wheelhouse else {}

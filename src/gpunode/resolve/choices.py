@@ -33,12 +33,16 @@ class Choices:
     served_model_name: str | None = None
     model_name: str | None = None
     model_path: str | None = None
+    # the weights role's variables (its defaults.yml): where the model is staged is part of the plan
+    model_source: str | None = None
+    weights_stage: bool = True
+    weights_dest_root: str = "/dev/shm"
     attention_backend: str | None = None
     mamba_strategy: str | None = None
     mtp: str = "auto"
     python: str | None = None
     venv_root: str = "/opt/gpunode/venvs"
-    # the cuda_fixes role's default; the servers' FLASHINFER_WORKSPACE_BASE points here
+    # the cuda_fixes role's default; the plan's env points every JIT cache here (toolkit.jit_env)
     cuda_jit_cache: str = "/var/cache/gpunode/jit"
     kv_cache_bytes: int = 268435456
     max_num_seqs: int = 64

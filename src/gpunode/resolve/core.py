@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 from typing import Any
 
 from gpunode.errors import ResolveError
@@ -12,7 +13,7 @@ from gpunode.resolve.choices import Choices, from_vars
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.load import load
-from gpunode.resolve.plan import Indexes, Plan, PlannedPackage, RouterPlan, Server
+from gpunode.resolve.plan import Indexes, Plan, PlannedModel, PlannedPackage, PlannedWeights, RouterPlan, Server
 from gpunode.resolve.report import facts_view
 from gpunode.resolve.trail import Trail
 
@@ -30,7 +31,10 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     gpus = hardware.select(facts, choices, kb, trail)
     engine = _engine(facts, gpus, choices, kb, trail)
     rule = models.match(facts.model, choices.model_name, kb)
-    model_path = choices.model_path or (facts.model.path if facts.model else None)
+    weights = _weights(facts, choices)
+    # the servers load the staged copy; model_path, when set, wins
+    model_path = (choices.model_path or (weights.dest if weights else None)
+                  or (facts.model.path if facts.model else None))
     if not model_path:
         raise ResolveError("no model: the facts hold no model directory and model_path is not set",
                            target=facts.target, hint="set model_path, or gather facts with the model's path")
@@ -40,7 +44,8 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     venv = f"{choices.venv_root.rstrip('/')}/{p.id}"
     tk = toolkit.choose(p, facts, gpus, venv, py, kb, trail)
     served = choices.served_model_name or choices.model_name or os.path.basename(model_path.rstrip("/"))
-    env = dict(kb.entrypoints[engine].env)
+    # the JIT caches first, so the engine's and the fixes' variables win on a clash, as they always did
+    env = {**toolkit.jit_env(choices.cuda_jit_cache), **kb.entrypoints[engine].env}
     if gpus is not None:
         mem_fraction = _mem_fraction(gpus, choices, trail)
         topo, groups = topology.gpu_topology(facts, gpus, rule, mem_fraction, choices, kb, trail, nodes)
@@ -80,13 +85,25 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
         target=facts.target, engine=engine, engine_version=p.version, pinset=p.id, pinset_status=p.status,
         python=py, venv=venv, packages=_packages(kb, p), indexes=_indexes(kb, p), toolkit=tk, env=env,
         topology=topo, servers=tuple(servers), router=router, fixes=tuple(planned),
-        model={"path": model_path, "served_model_name": served, "label": rule.label,
-               "family": rule.family.id if rule.family else None,
-               "architectures": list(facts.model.architectures) if facts.model else [],
-               "size_bytes": facts.model.size_bytes if facts.model else 0, "mtp": mtp},
+        model=PlannedModel(path=model_path, served_model_name=served, label=rule.label,
+                           family=rule.family.id if rule.family else None,
+                           architectures=tuple(facts.model.architectures) if facts.model else (),
+                           size_bytes=facts.model.size_bytes if facts.model else 0, mtp=mtp),
         decisions=tuple(trail.decisions), warnings=tuple(trail.warnings), facts=facts_view(facts), lock=lock,
-        kernel_package=p.kernel_package,
+        kernel_package=p.kernel_package, weights=weights,
     )
+
+
+def _weights(facts: Facts, choices: Choices) -> PlannedWeights | None:
+    """Where the weights role copies the model (weights_dest_root/<the source's name>), or the source
+    itself when weights_stage is off; None without model_source."""
+    if not choices.model_source:
+        return None
+    source = choices.model_source.rstrip("/")
+    dest = posixpath.join(choices.weights_dest_root, posixpath.basename(source)) if choices.weights_stage else source
+    model = facts.model
+    skip = tuple(model.unserved) if model is not None and model.exists else ()
+    return PlannedWeights(source=source, dest=dest, stage=bool(choices.weights_stage), skip=skip)
 
 
 def _engine(facts: Facts, gpus: GpuSet | None, choices: Choices, kb: KB, trail: Trail) -> str:

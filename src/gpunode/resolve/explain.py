@@ -23,7 +23,9 @@ def render(plan: Plan, *, decisions: bool = True) -> str:
     m = plan.model
     out.append(f"Plan for {plan.target}: {plan.engine} {plan.engine_version} "
                f"(pin set {plan.pinset}, {plan.pinset_status}), python{plan.python}, venv {plan.venv}")
-    out.append(f"Model: {m['label']} at {m['path']}, served as {m['served_model_name']}")
+    out.append(f"Model: {m.label} at {m.path}, served as {m.served_model_name}")
+    if plan.weights is not None and plan.weights.stage:
+        out.append(f"Weights: copied from {plan.weights.source} to {plan.weights.dest} before the servers start")
     t = plan.topology
     out.append(f"Topology: {t.kind}, {t.servers} server(s), tp {t.tp}"
                + (f", GPUs {list(t.gpus)}" if t.gpus else ""))

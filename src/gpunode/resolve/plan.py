@@ -108,6 +108,27 @@ class Decision:
 
 
 @dataclass(frozen=True)
+class PlannedModel:
+    path: str                   # where the servers load it from (the staged copy when weights are staged)
+    served_model_name: str      # the name the API answers to (--served-model-name)
+    label: str                  # how messages name it
+    family: str | None          # compat/models.yml family id
+    architectures: tuple[str, ...]
+    size_bytes: int             # 0 when unknown
+    mtp: bool                   # MTP speculative decoding flags were emitted
+
+
+@dataclass(frozen=True)
+class PlannedWeights:
+    """The model's weights on the target: copied from `source` to `dest` before the servers start
+    (and again at boot, /dev/shm being emptied), or read where they are."""
+    source: str                 # model_source
+    dest: str                   # the staged copy; `source` itself when not staged
+    stage: bool                 # weights_stage
+    skip: tuple[str, ...] = ()  # the source's other copies of the weights, which are not copied (facts/served.py)
+
+
+@dataclass(frozen=True)
 class Plan:
     target: str
     engine: str
@@ -124,12 +145,13 @@ class Plan:
     servers: tuple[Server, ...]
     router: RouterPlan | None
     fixes: tuple[PlannedFix, ...]
-    model: dict[str, Any]
+    model: PlannedModel
     decisions: tuple[Decision, ...]
     warnings: tuple[str, ...]
     facts: dict[str, Any] = field(default_factory=dict)   # what the plan was made from (report.facts_view)
     lock: PlannedLock | None = None
     kernel_package: str | None = None   # the pin set's kernel distribution ("sglang-kernel"), None without one
+    weights: PlannedWeights | None = None  # None without model_source (a plan from saved facts or a pasted report)
     schema: str = field(default=SCHEMA)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,6 +161,13 @@ class Plan:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def server_env(self, server: Server) -> dict[str, str]:
+        """The whole environment `server` runs with: every server's `env`, its own, its port and GPUs."""
+        env = {**self.env, **server.env, "PORT": str(server.port)}
+        if server.cuda_visible_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = server.cuda_visible_devices
+        return env
 
     def decision(self, name: str) -> Decision | None:
         return next((d for d in self.decisions if d.decision == name), None)

@@ -18,6 +18,13 @@ from gpunode.resolve.plan import Toolkit
 from gpunode.resolve.trail import Trail
 
 
+def jit_env(cache: str) -> dict[str, str]:
+    """Point every JIT cache at one persistent folder, cuda_jit_cache (docs/sources.md#jit-caches: caches to
+    persist per node)."""
+    return {"XDG_CACHE_HOME": cache, "FLASHINFER_WORKSPACE_BASE": cache, "TRITON_CACHE_DIR": f"{cache}/triton",
+            "TVM_FFI_CACHE_DIR": f"{cache}/tvm-ffi", "VLLM_CACHE_ROOT": f"{cache}/vllm", "HOME": "/root"}
+
+
 def site_packages(venv: str, python: str) -> str:
     return f"{venv}/lib/python{python}/site-packages"
 

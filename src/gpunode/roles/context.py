@@ -1,4 +1,7 @@
-"""What a role is given: the target's variables, its facts and the resolved plan."""
+"""What a role is given: the target's variables, its facts and the resolved plan.
+
+A role reads what the resolver decided from `plan` (gpunode.resolve.plan.Plan, frozen; docs/extending.md,
+"What a role reads from the plan"), its own variables from `vars`, and nothing from another role."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Any
 
 from gpunode.errors import InventoryError
 from gpunode.facts.types import Facts
+from gpunode.resolve.plan import Plan
 
 
 @dataclass
@@ -15,7 +19,7 @@ class RoleContext:
     target: str
     vars: dict[str, Any]
     facts: Facts
-    plan: Any  # gpunode.resolve.plan.Plan
+    plan: Plan
     #: (done, total, name, unit="bytes", step=""): where a long step stands (cli/progress.Feed)
     progress: Callable[..., None] | None = None
     #: every output line of a long step (-v), with the target's name to be added by the CLI
