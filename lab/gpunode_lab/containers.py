@@ -59,10 +59,13 @@ class Container:
         return paths.PVE_LXC / f"{self.vmid}.conf"
 
 
-# The lab's own network: a host bridge with no address of its own, no NAT and no route out, so
-# containers on it reach each other and nothing else (the fleet tests, docs/fleet.md).
+# The lab's own network: a host bridge without NAT and without a gateway for the containers, so
+# containers on it reach each other and the lab host and nothing else (the fleet tests,
+# docs/fleet.md). The host's own address on it (LAB_HOST_ADDRESS) is how the workstation reaches a
+# container as a plain SSH host (sshtarget.py).
 LAB_BRIDGE = "gnlab0"
 LAB_NET = "10.231.0"  # containers get LAB_NET.<n>/24
+LAB_HOST_ADDRESS = f"{LAB_NET}.254"
 
 
 def lab_address(n: int) -> str:
@@ -214,9 +217,13 @@ def _network(ct: Container) -> list[str]:
 
 
 def ensure_bridge() -> None:
-    """The lab's bridge, up, without an address (the host is not on the lab network)."""
+    """The lab's bridge, up, with the host's address on it (a route to the lab network only)."""
     if not Path(f"/sys/class/net/{LAB_BRIDGE}").exists():
         host_run(["ip", "link", "add", LAB_BRIDGE, "type", "bridge"], what=f"making the lab bridge {LAB_BRIDGE}")
+    have = host_run(["ip", "-o", "-4", "addr", "show", "dev", LAB_BRIDGE], what=f"reading {LAB_BRIDGE}'s addresses")
+    if f" {LAB_HOST_ADDRESS}/24 " not in have.stdout.decode():
+        host_run(["ip", "addr", "add", f"{LAB_HOST_ADDRESS}/24", "dev", LAB_BRIDGE],
+                 what=f"giving the lab host {LAB_HOST_ADDRESS} on {LAB_BRIDGE}")
     host_run(["ip", "link", "set", LAB_BRIDGE, "up"], what=f"bringing the lab bridge {LAB_BRIDGE} up")
 
 
