@@ -26,8 +26,10 @@ RELEASE = "bookworm"
 # In the base: what the containers of a real node have before gpunode runs (python3 for
 # gpunode's probes, systemd as PID 1). NOT python3-venv, NOT hello: roles install those.
 BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "procps")
-# In the local apt repository, with their dependency closure relative to the base.
-REPO_PACKAGES = ("hello", "python3-venv", "python3-pip", "libnuma1", "ca-certificates", "curl", "jq")
+# In the local apt repository, with their dependency closure relative to the base. sudo: the plain
+# SSH host made of a lab container (sshtarget.py) lets a non-root user in with it. openssh-server
+# is in the base already (LXC's debian template installs it; MASKED_UNITS keeps it off).
+REPO_PACKAGES = ("hello", "python3-venv", "python3-pip", "libnuma1", "ca-certificates", "curl", "jq", "sudo")
 # Bump when the customisation below changes: the base (and the containers) are rebuilt.
 BASE_REVISION = 3
 
