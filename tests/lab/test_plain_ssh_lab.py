@@ -12,7 +12,10 @@ In order, each test starting from what the one before left:
    server argument changed, so files are written and the server restarted through sudo; what
    was written is root's; the re-run changes nothing; the password is in no output of the CLI
    and nowhere gpunode or the system logs on the host;
-5. `-K` (the password on the prompt) re-runs without a change.
+5. `-K` (the password on the prompt) re-runs without a change;
+6. as `ubuntu`: `inv status` says up; `inv teardown --yes --purge` removes every unit, venv, file
+   and staged weight gpunode put there, through sudo; status then says nothing is installed.
+The container itself is removed by the module's fixture.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +206,31 @@ def test_5_the_password_on_the_prompt_reruns_without_a_change(box, login, plan, 
     assert recap["type"] == "recap" and recap["succeeded"], recap
     assert recap["targets"][0]["changed"] == 0, recap
     assert PASSWORD not in proc.stdout + proc.stderr
+
+
+def test_6_status_then_teardown_as_ubuntu_through_sudo_leave_nothing_of_gpunodes(box, login, plan, tmp_path):
+    path = inventory(login, tmp_path, user=USER, become=True, max_num_seqs=24)
+    env = {**os.environ, "GPUNODE_BECOME_PASSWORD": PASSWORD}
+
+    took: dict[str, float] = {}
+
+    def inv(*args: str) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        done = subprocess.run([str(INV), *args, "-i", str(path), "--host", HOST], cwd=REPO, capture_output=True,
+                              text=True, timeout=300, env=env, check=False)
+        took[" ".join(args[:2])] = time.monotonic() - started
+        return done
+
+    up = inv("status", "--json", "--sample", "0")
+    assert up.returncode == 0 and json.loads(up.stdout)["up"], up.stdout[-3000:] + up.stderr[-3000:]
+    gone = inv("teardown", "--yes", "--purge")
+    assert gone.returncode == 0, gone.stdout[-3000:] + gone.stderr[-3000:]
+    for p in ("/etc/gpunode", "/opt/gpunode/venvs", "/usr/local/lib/gpunode", "/var/lib/gpunode", "/dev/shm/tiny-qwen3",
+              *(f"{UNIT_DIR}/{u}" for u in server_units(plan))):
+        assert not box.exists(p), p
+    assert box.sh("systemctl list-units --all --no-legend 'gpunode-*'").out.strip() == ""
+    down = inv("status", "--json", "--sample", "0")
+    assert down.returncode == 1 and json.loads(down.stdout)["down"] == [
+        "no gpunode servers are installed (run inv provision)"], down.stdout + down.stderr
+    assert PASSWORD not in up.stdout + up.stderr + gone.stdout + gone.stderr + down.stdout + down.stderr
+    print("\n" + ", ".join(f"{what}: {seconds:.1f} s" for what, seconds in took.items()))
