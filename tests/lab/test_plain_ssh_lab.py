@@ -134,6 +134,8 @@ def test_1_as_root_the_plain_host_converges_and_its_server_answers(box, login, p
         complete(box, port)
     # over the lab's own network, from the lab host's address on it, into the host itself (no pct)
     assert set(logins(box)) == {f"root from {containers.LAB_HOST_ADDRESS}"}
+    # the host's address on the bridge is no way out: the container has no gateway (192.0.2.2: TEST-NET-1)
+    assert box.sh("ip route get 192.0.2.2", check=False).rc != 0
     print(f"\nfirst provision of the plain SSH host as root: {run.seconds:.1f} s, {run.target['changed']} changes")
 
 
