@@ -7,6 +7,7 @@ from gpunode.errors import InventoryError
 from gpunode.resolve.actions import PipInstall, PipUninstall
 from gpunode.resolve.plan import PlannedLock
 from gpunode.roles.context import RoleContext
+from gpunode.roles.engine.verify import installer as venv_installer
 from gpunode.roles.engine.verify import verify_commands
 from gpunode.steps.base import Step
 from gpunode.steps.venv import Venv
@@ -53,7 +54,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     requirements = list(dict.fromkeys(requirements))  # pip-nvcc repeats pins that CUDA 13 pin sets already list
     replace = packages(ctx, "before_install", PipUninstall)
     remove = packages(ctx, "after_install", PipUninstall)
-    installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
+    installer = venv_installer(v)
     steps: list[Step] = [
              Venv(path=plan.venv, python=interpreter(plan.python), requirements=requirements, replace=replace,
                   remove_after=remove, verify=verify_commands(ctx, requirements), installer=installer,

@@ -6,7 +6,7 @@ from a wheel. Everything short of that is still checked: the pinned versions,
 torch's CUDA build against the JIT toolkit, that every native library of the
 kernel package finds all it links except libcuda (a missing libnuma.so.1 shows
 here, not at the first server start), the engine's entry point as far as its
-import gets, and pip's dependency check.
+import gets, and the installer's dependency check (pip check or uv pip check).
 """
 
 from __future__ import annotations
@@ -95,6 +95,18 @@ def pins(requirements: list[str]) -> dict[str, str]:
     return out
 
 
+def installer(v: dict) -> str:
+    """uv (engine_installer's default) needs the base role's uv; without it, pip."""
+    return str(v.get("engine_installer", "uv")) if v.get("base_uv", True) else "pip"
+
+
+def dependency_check(v: dict, venv: str) -> list[str]:
+    """pip's check, or uv's: a venv uv made has no pip in it (steps/venv.py)."""
+    if installer(v) == "uv":
+        return ["uv", "pip", "check", "--python", f"{venv}/bin/python"]
+    return ["python", "-m", "pip", "check"]
+
+
 def verify_commands(ctx: RoleContext, requirements: list[str]) -> list[list[str]]:
     plan = ctx.plan
     cmds = [["python", "-c", VERSIONS, json.dumps(pins(requirements))]]
@@ -107,5 +119,5 @@ def verify_commands(ctx: RoleContext, requirements: list[str]) -> list[list[str]
         allowed = [] if driver else list(DRIVER_LIBS)
         cmds.append(["python", "-c", LIBS, plan.kernel_package, json.dumps(allowed)])
     cmds.append(["python", "-c", ENGINE_IMPORT, module, "driver" if driver else "no-driver"])
-    cmds.append(["python", "-m", "pip", "check"])
+    cmds.append(dependency_check(ctx.vars, plan.venv))
     return cmds

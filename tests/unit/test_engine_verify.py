@@ -113,6 +113,11 @@ def test_field_notes_commands_check_torch_minor_kernel_libraries_import_and_pip(
     assert scripts[TORCH] == ["13.0"]  # major.minor: the JIT's nvcc is pinned to it
     assert scripts[LIBS] == ["sglang-kernel", '["libcuda.so.1"]']
     assert scripts[ENGINE_IMPORT] == ["sglang.srt.entrypoints.http_server", "no-driver"]
-    assert cmds[-1] == ["python", "-m", "pip", "check"]
+    # uv (the default installer) makes the venv without pip: uv checks it; pip's own check with pip
+    plan = resolve(facts)
+    assert cmds[-1] == ["uv", "pip", "check", "--python", f"{plan.venv}/bin/python"]
+    for chosen in ({"engine_installer": "pip"}, {"base_uv": False}):
+        ctx = RoleContext("kpro6/200", chosen, facts, plan)
+        assert verify_commands(ctx, ["torch==2.14.1"])[-1] == ["python", "-m", "pip", "check"]
     with_driver = {c[2]: c[3:] for c in verify_commands(_ctx(facts), ["torch==2.14.1"]) if c[1] == "-c"}
     assert with_driver[LIBS] == ["sglang-kernel", "[]"] and with_driver[ENGINE_IMPORT][1] == "driver"

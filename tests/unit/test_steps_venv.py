@@ -1,8 +1,11 @@
 """Venv step: a real venv, offline installs from a real (tiny) wheelhouse."""
 
 import json
+import os
 import re
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -179,3 +182,42 @@ def test_an_install_that_fails_names_the_command_and_keeps_no_manifest(tmp_path,
         step.apply(LocalTransport())
     assert "gpn-missing" in info.value.evidence  # pip's own words, from the watched stream
     assert not (tmp_path / "venvs/set-a/gpunode-lock.json").exists()
+
+
+@pytest.fixture
+def uv_on_path(monkeypatch):
+    """uv as a node has it (the base role's /usr/local/bin/uv): here the test venv's own."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+
+
+def test_uv_makes_the_venv_without_pip_and_the_probe_reads_its_pyvenv_cfg(tmp_path, wheelhouse, uv_on_path):
+    t = LocalTransport()
+    venv = tmp_path / "venvs/set-a"
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], installer="uv", python=sys.executable,
+                 verify=[["python", "-c", "import gpn_engine"],
+                         [str(Path(sys.executable).parent / "uv"), "pip", "check", "--python", f"{venv}/bin/python"]])
+    step.apply(t)
+    cfg = (venv / "pyvenv.cfg").read_text()
+    assert "\nuv = " in cfg and "version_info = " in cfg and "\nversion = " not in cfg  # uv's, not python -m venv's
+    assert not list(venv.glob("bin/pip*")) and not list(venv.glob("lib/python3*/site-packages/pip"))
+    [same] = probe.run_batch(t, [step.probe()])
+    assert isinstance(step.check(same), NoChange)
+    # an interpreter gone (a Python upgrade by apt): the venv is made again, by uv, and converges
+    (venv / "bin/python").unlink()
+    assert _check(step, t).summary.startswith("create venv")
+    step.apply(t)
+    assert "\nuv = " in (venv / "pyvenv.cfg").read_text() and isinstance(_check(step, t), NoChange)
+
+
+def test_uv_with_an_interpreter_that_is_not_there_says_which(tmp_path, wheelhouse, uv_on_path):
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], installer="uv", python="python3.99")
+    with pytest.raises(StepError, match=r"creating the venv in .*set-a failed") as info:
+        step.apply(LocalTransport())
+    assert "python3.99: not found" in info.value.evidence
+    assert not (tmp_path / "venvs/set-a").exists()
+
+
+def test_pip_as_the_installer_still_gets_a_venv_with_pip(tmp_path, wheelhouse):
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], installer="pip", verify=[["python", "-m", "pip", "check"]])
+    step.apply(LocalTransport())
+    assert "\nversion = " in (tmp_path / "venvs/set-a/pyvenv.cfg").read_text()

@@ -49,6 +49,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     from gpunode.resolve import load
     from gpunode.roles.base.role import build as base_build
     from gpunode.roles.engine.role import interpreter, locking
+    from gpunode.roles.engine.verify import installer as venv_installer
     from gpunode.steps.files import File, Template
     from gpunode.steps.fleet import FleetWorkers
     from gpunode.steps.systemd import Service
@@ -63,7 +64,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     venv = f"{str(v.get('venv_root') or '/opt/gpunode/venvs').rstrip('/')}/router"
     wheelhouse = v.get("wheelhouse") or ""
     source: dict[str, Any] = {"no_index": True, "find_links": [wheelhouse]} if wheelhouse else {}
-    installer = v["engine_installer"] if v.get("base_uv", True) else "pip"
+    installer = venv_installer(v)
     module = rp.argv[2]
     install = [Venv(path=venv, python=interpreter(rp.python), requirements=[rp.package], installer=installer,
                     label="router venv", verify=[["python", "-c", "import " + module.split(".")[0]]],

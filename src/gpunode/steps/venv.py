@@ -40,7 +40,8 @@ done
 """
 
 # Every line but one is the shell's own work (the probe is a subshell of the batch, engine/probe.py):
-# pyvenv.cfg is read with `read` (starting python would cost a process start on every no-op),
+# pyvenv.cfg is read with `read` (starting python would cost a process start on every no-op; `version*`
+# is python -m venv's `version =` and uv venv's `version_info =`),
 # site-packages is listed by _NAMES. Only the manifest costs a process: `cat` starts faster than
 # dash reads 5 KB with `read`, byte by byte (and in the batch one process reads every manifest).
 _HEAD = r"""
@@ -60,8 +61,13 @@ READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 # is in it cannot be trusted: an installer skips a package whose metadata landed but whose files did
 # not (torch without torch_shm_manager after ENOSPC, issue 29), so it is made again from nothing.
 # One with a manifest is updated in place, its manifest removed first: cut off, it is made again too.
+# With uv as the installer the venv needs no pip (uv installs, `uv pip check` checks): `uv venv` makes
+# it in a tenth of a second where `python3 -m venv` spends seconds installing pip (bench/coldpath.py).
+# uv is handed the interpreter's path, so it never looks for (or downloads) a Python of its own.
 _CREATE = ('if [ -f "$1/gpunode-lock.json" ]; then rm -f "$1/gpunode-lock.json"; else rm -rf "$1"; fi; '
-           '[ -x "$1/bin/python" ] || { mkdir -p "$(dirname "$1")" && "$2" -m venv "$1"; }')
+           '[ -x "$1/bin/python" ] || { rm -rf "$1" && mkdir -p "$(dirname "$1")" && '
+           'if [ "$3" = uv ]; then py=$(command -v "$2") || { echo "$2: not found" >&2; exit 127; }; '
+           'uv venv -q --no-python-downloads --python "$py" "$1"; else "$2" -m venv "$1"; fi; }')
 
 # The manifest, written last (after the verification): the spec's hash ($2) and JSON (stdin) come
 # from here, the site-packages listing's hash and the time from the target itself, so the whole
@@ -180,7 +186,7 @@ class Venv(Step):
                            timeout=self.timeout, **more)
 
         listed = f"{self.path}/{LOCKED}"
-        out = [run(shell.sh(_CREATE, self.path, self.python), "creating the venv")]
+        out = [run(shell.sh(_CREATE, self.path, self.python, self.installer), "creating the venv")]
         if self.replace:
             out.append(run(self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}"))
         if self.locked:
