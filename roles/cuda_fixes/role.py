@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from gpunode.engine import RolePlan
+from gpunode.errors import InventoryError
 from gpunode.resolve.actions import Ldconfig, LibSymlink, Link, OverlayTree, RemoveTree
 from gpunode.roles.context import RoleContext
 from gpunode.steps.cuda import LibcudaLink
@@ -14,8 +15,26 @@ from gpunode.steps.trees import Absent, Overlay
 # through the plan's env (resolve/toolkit.py jit_env); this role makes the folder.
 
 
+# Emptied at boot (tmpfs) or by tmpfiles' age rule, or replaced with the venv on an upgrade.
+_NOT_KEPT = ("/tmp", "/var/tmp", "/run", "/dev/shm")
+
+
+def jit_cache(ctx: RoleContext) -> str:
+    """cuda_jit_cache, refused where it would not outlive a reboot or an upgrade of the venv."""
+    cache = str(ctx.vars["cuda_jit_cache"]).rstrip("/") or "/"
+    venvs = str(ctx.vars.get("venv_root") or "/opt/gpunode/venvs").rstrip("/")
+    for root, why in [*((r, "emptied at boot or by age") for r in _NOT_KEPT),
+                      (venvs, "venv_root: a venv is made again when its pin set changes")]:
+        if cache == root or cache.startswith(root + "/"):
+            raise InventoryError(f"{ctx.target}: cuda_jit_cache={cache!r} is under {root} ({why}), so the "
+                                 "compiled kernels would be lost and the next start would compile them again",
+                                 hint="leave the default /var/cache/gpunode/jit or name a folder on a disk "
+                                 "that persists, outside venv_root")
+    return cache
+
+
 def build(ctx: RoleContext) -> list[RolePlan]:
-    steps: list = [Directory(path=ctx.vars["cuda_jit_cache"])]
+    steps: list = [Directory(path=jit_cache(ctx))]
     for fix in ctx.plan.fixes:
         if any(isinstance(a, LibSymlink | Ldconfig) for a in fix.actions):
             steps.append(LibcudaLink(label=f"{fix.id}: libcuda.so"))

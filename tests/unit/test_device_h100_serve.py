@@ -70,12 +70,21 @@ def left_to_sglang(proven: list[str], today: list[str], server_args: list[str]) 
     return out
 
 
+# Cache folders the servers' env gained after this run (issue 34, item 4: torch.compile's, CuTe DSL's and
+# quack's caches were in /tmp, others in /root; tests/data/jit-caches/README.md). Each is a folder under
+# the proven cuda_jit_cache, not yet proven by a start here: serve_proof.py records them when it runs again.
+CACHES_SINCE = ("TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "SGLANG_CACHE_DIR", "SGLANG_DG_CACHE_DIR",
+                "CUTE_DSL_CACHE_DIR", "QUACK_CACHE_DIR", "TILELANG_CACHE_DIR")
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_today_renders_the_command_line_and_environment_proven_there(case):
     argv, env = rendered(case)
     rec = recorded(case)
     assert argv == left_to_sglang(rec["argv"], argv, rec["server_args"])
-    assert env == rec["env"]
+    assert {k: v for k, v in env.items() if k not in CACHES_SINCE or k in rec["env"]} == rec["env"]
+    cache = rec["env"]["XDG_CACHE_HOME"]
+    assert all(env[k].startswith(cache + "/") for k in CACHES_SINCE if k not in rec["env"])
 
 
 def test_only_a_flag_sglang_ran_with_anyway_may_be_left_out():

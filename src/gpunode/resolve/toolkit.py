@@ -17,12 +17,31 @@ from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.plan import Toolkit
 from gpunode.resolve.trail import Trail
 
+# Each cache a server fills, and the variable that moves it, read in the pinned wheels' sources
+# (tests/data/jit-caches/README.md has each wheel's line). Without them some land in /tmp, which
+# a reboot (or a unit's PrivateTmp) empties: torch.compile's Inductor cache (/tmp/torchinductor_root),
+# CuTe DSL's (/tmp/root/cutlass_python_cache), quack's (/tmp/root/quack_cache); the others in /root,
+# beyond teardown and the one folder a user can copy to the next node.
+_CACHES = {
+    "FLASHINFER_WORKSPACE_BASE": "",   # flashinfer: <base>/.cache/flashinfer: JIT ops, cubins, autotune
+    "TRITON_CACHE_DIR": "triton",      # default ~/.triton/cache
+    "TVM_FFI_CACHE_DIR": "tvm-ffi",    # default ~/.cache/tvm-ffi
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",  # torch.compile; default /tmp/torchinductor_<user>
+    "CUDA_CACHE_PATH": "nv-compute",   # the driver's PTX JIT cache; default ~/.nv/ComputeCache
+    "SGLANG_CACHE_DIR": "sglang",      # SGLang's torch compile cache (and newer releases' deep_gemm)
+    "SGLANG_DG_CACHE_DIR": "deep_gemm",  # SGLang's DeepGEMM JIT (DG_JIT_CACHE_DIR); default ~/.cache/deep_gemm
+    "CUTE_DSL_CACHE_DIR": "cute-dsl",  # nvidia-cutlass-dsl; default /tmp/<user>/cutlass_python_cache
+    "QUACK_CACHE_DIR": "quack",        # quack-kernels; default /tmp/<user>/quack_cache
+    "TILELANG_CACHE_DIR": "tilelang",  # default ~/.tilelang/cache
+    "VLLM_CACHE_ROOT": "vllm",         # vLLM's torch compile cache; default ~/.cache/vllm
+}
+
 
 def jit_env(cache: str) -> dict[str, str]:
-    """Point every JIT cache at one persistent folder, cuda_jit_cache (docs/sources.md#jit-caches: caches to
-    persist per node)."""
-    return {"XDG_CACHE_HOME": cache, "FLASHINFER_WORKSPACE_BASE": cache, "TRITON_CACHE_DIR": f"{cache}/triton",
-            "TVM_FFI_CACHE_DIR": f"{cache}/tvm-ffi", "VLLM_CACHE_ROOT": f"{cache}/vllm", "HOME": "/root"}
+    """Point every JIT and compile cache at one persistent folder, cuda_jit_cache (docs/sources.md#jit-caches)."""
+    env = {"XDG_CACHE_HOME": cache}  # torch_extensions and whatever else follows XDG
+    env.update({name: f"{cache}/{sub}" if sub else cache for name, sub in _CACHES.items()})
+    return {**env, "HOME": "/root"}
 
 
 def site_packages(venv: str, python: str) -> str:
