@@ -84,3 +84,17 @@ def test_a_venv_root_of_the_inventory_s_own_is_refused_too():
         cuda_fixes.build(_ctx(cuda_jit_cache="/srv/venvs/cache", venv_root="/srv/venvs"))
     assert cuda_fixes.build(_ctx(cuda_jit_cache="/srv/venvs-cache", venv_root="/srv/venvs"))
 
+
+def test_teardown_keeps_the_jit_cache_unless_purge(tmp_path, monkeypatch):
+    """The real listing script on this machine, the cache folder moved into the test's own."""
+    from gpunode.fleet import teardown
+    from gpunode.transport import LocalTransport
+
+    cache = tmp_path / "var-cache-gpunode"
+    (cache / "jit" / "triton").mkdir(parents=True)
+    monkeypatch.setattr(teardown, "CACHE", str(cache))
+    state = str(tmp_path / "state")
+    kept = teardown.plan(LocalTransport(), str(tmp_path / "shm"), state, purge=False)
+    assert str(cache) not in [p for _, p in kept.paths]
+    purged = teardown.plan(LocalTransport(), str(tmp_path / "shm"), state, purge=True)
+    assert str(cache) in [p for _, p in purged.paths]

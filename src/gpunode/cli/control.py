@@ -69,10 +69,11 @@ def restart(c, host=None, ct=None, group=None, server=None, router=False, json=F
 
 @task(iterable=["set_"], help={**TARGET_HELP, "check": "list what would be removed; change nothing",
                                "yes": "do not ask for the typed confirmation",
-                               "purge": "also remove /var/lib/gpunode (the journal inv history reads, the lock)"})
+                               "purge": "also remove /var/lib/gpunode (the journal inv history reads, the lock) "
+                                        "and the JIT cache /var/cache/gpunode (the next first start compiles again)"})
 def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=False, json=False, inventory=None,
              set_=None, limit=None):
-    """Remove what gpunode installed: units, env and secrets files, venvs, staged weights (journal stays)."""
+    """Remove what gpunode installed: units, env and secrets files, venvs, staged weights (journal, JIT cache stay)."""
     from gpunode import roles
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
@@ -114,7 +115,8 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
                 say(jsonlib.dumps({"type": "teardown", "check": False, **removal.to_dict(), "left": left}))
             else:
                 say(f"{target.name}: removed" + (f"; still there: {', '.join(left)}" if left else "")
-                    + ("" if purge else f"; the journal stays in {DEFAULT_STATE_DIR} (--purge removes it)"))
+                    + ("" if purge else f"; the journal stays in {DEFAULT_STATE_DIR} and the JIT cache in "
+                       f"{td.CACHE} (--purge removes both)"))
     if left_over:
         raise Exit(f"not removed: {', '.join(left_over)}", code=1)
 

@@ -1,10 +1,10 @@
 """`inv teardown`: remove what gpunode installed on a target.
 
 What goes: the gpunode-* units (stopped and disabled first), /etc/gpunode (env and secrets
-files), the venvs and the tools venv under /opt/gpunode, /usr/local/lib/gpunode, the JIT
-cache /var/cache/gpunode, the demo role's files, the /usr/local/bin/uv link into the tools
-venv, the paths each user role's `removes(vars)` names (gpunode.roles.removals), and staged
-weights: folders under weights_dest_root (/dev/shm) that hold gpunode's
+files), the venvs and the tools venv under /opt/gpunode, /usr/local/lib/gpunode, the demo
+role's files, the /usr/local/bin/uv link into the tools venv, the paths each user role's
+`removes(vars)` names (gpunode.roles.removals), and staged weights: folders under
+weights_dest_root (/dev/shm) that hold gpunode's
 staging manifest or progress file (.gpunode-manifest, .gpunode-progress: a staging cut
 before its end has only the latter), so a model folder gpunode did not stage is never
 touched, and the work folders of cut staging runs beside them (.gpunode-work.NAME). Staged
@@ -13,8 +13,10 @@ earlier run used (before weights_dest_root changed) is found too. A venv_root of
 inventory's own is searched for venvs holding gpunode's lock manifest (only those go, never
 the folder itself). The servers' shared-memory leftovers in /dev/shm (NCCL's nccl-*, torch's
 torch_*, Python's psm_* and sem.mp-*) go once the units are stopped, each only if no process
-maps or holds it open. The journal and lock in /var/lib/gpunode stay unless --purge. apt
-packages stay (other software may use them).
+maps or holds it open. The journal and lock in /var/lib/gpunode stay unless --purge, and so
+does the JIT cache /var/cache/gpunode (kernels compiled for this GPU: a provision after the
+teardown starts warm; a cuda_jit_cache of the inventory's own is never removed). apt packages
+stay (other software may use them).
 
 Two round trips: `plan()` lists what exists (that is all --check does), `apply()` removes
 exactly that list under the target's lock.
@@ -30,8 +32,10 @@ from gpunode.engine import journal, lock
 from gpunode.engine.lock import Owner
 from gpunode.transport.base import Transport
 
-PATHS = ("/etc/gpunode", "/opt/gpunode/venvs", "/opt/gpunode/tools", "/usr/local/lib/gpunode", "/var/cache/gpunode",
+PATHS = ("/etc/gpunode", "/opt/gpunode/venvs", "/opt/gpunode/tools", "/usr/local/lib/gpunode",
          "/etc/gpunode-demo", "/var/lib/gpunode-demo", "/usr/local/bin/gpunode-demo-hello")
+#: Removed only with --purge: compiled kernels take minutes to make again (a first start's JIT).
+CACHE = "/var/cache/gpunode"
 
 #: What the servers' libraries leave in /dev/shm when a process dies without cleaning up.
 SEGMENTS = ("nccl-*", "torch_*", "psm_*", "sem.mp-*")
@@ -89,7 +93,8 @@ def plan(target: Transport, weights_root: str, state_dir: str, purge: bool, venv
     """extra: the user roles' paths (gpunode.roles.removals), listed after gpunode's own."""
     result = target.run(shell.sh(_LIST, weights_root.rstrip("/") or "/dev/shm", state_dir, "1" if purge else "0",
                                  venv_root.rstrip("/"), " ".join(f"/dev/shm/{p}" for p in SEGMENTS),
-                                 *PATHS, *(p for p in extra if p not in PATHS)), timeout=120)
+                                 *PATHS, *([CACHE] if purge else []), *(p for p in extra if p not in PATHS)),
+                        timeout=120)
     result.check("listing what gpunode installed")
     return parse_listing(target.name, result.stdout)
 
