@@ -140,7 +140,7 @@ def main() -> None:
         if installed:
             t.run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-qq", "-y", *installed])
         if "lists" in {line[2:] for line in prep}:
-            t.run(["sh", "-c", "rm -rf /var/lib/apt/lists/*"])
+            t.run(["find", "/var/lib/apt/lists", "-maxdepth", "1", "-type", "f", "-delete"])
         if session is not None:
             session.close()
     m = {k: statistics.median(v) for k, v in made.items()}
