@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all, script
 from gpunode.steps.progress import AptSink, Line, Progress
 from gpunode.transport.base import Transport
 
@@ -23,27 +23,7 @@ _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (\S+)$")
 
 FORMAT = "${Package}\\t${db:Status-Abbrev}\\t${Version}\\n"
 
-_INSTALL = """set -e
-export DEBIAN_FRONTEND=noninteractive
-missing=
-for p; do
-  s=$(dpkg-query -W -f='${db:Status-Abbrev}' -- "$p" 2>/dev/null) || s=
-  case "$s" in ?i" ") ;; *) missing="$missing $p";; esac
-done
-[ -n "$missing" ] || exit 0
-set -- $missing
-opts="-y -q --no-install-recommends -o DPkg::Lock::Timeout=300"
-opts="$opts -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold -o APT::Status-Fd=1"
-updated=0
-for p; do
-  if ! apt-cache show -- "$p" >/dev/null 2>&1; then apt-get update -q; updated=1; break; fi
-done
-apt-get install $opts -- "$@" && exit 0
-[ $updated = 0 ] || exit 1
-echo "gpunode: install failed; retrying once with fresh package lists" >&2
-apt-get update -q
-apt-get install $opts -- "$@"
-"""
+_INSTALL = script(__file__, "apt_install.sh")
 
 
 def _installed(abbrev: str) -> bool:

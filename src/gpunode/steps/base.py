@@ -19,9 +19,11 @@ only (gpunode.shell quotes them).
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Protocol
 
 from gpunode import shell
@@ -42,6 +44,17 @@ class Probe:
 
     def lines(self) -> list[str]:
         return self.output.splitlines()
+
+
+def script(anchor: str, name: str) -> str:
+    """The shell script `name` kept beside the module `anchor` (its __file__), as sent to targets:
+    without the lines that are only a shellcheck directive (`# shellcheck shell=sh`: the file has
+    no shebang, it runs as `sh -c`), which the target has no use for."""
+    text = Path(anchor).with_name(name).read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if not _DIRECTIVE.match(line))
+
+
+_DIRECTIVE = re.compile(r"[ \t]*# shellcheck [a-z]+=")
 
 
 @dataclass(frozen=True)

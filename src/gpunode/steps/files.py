@@ -18,45 +18,20 @@ from typing import Any, ClassVar
 
 from gpunode import searchpath, shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
 from gpunode.steps.render import render_from
 from gpunode.transport.base import SHA_ON_STDIN, Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
 
 # $4, the desired size, is not used here: the batch's passes read it (engine/passes.py).
-_FILE_PROBE = """p=$1
-if [ -L "$p" ]; then printf 'link %s\\n' "$(readlink "$p")"; exit 0; fi
-if [ ! -e "$p" ]; then echo missing; exit 0; fi
-if [ ! -f "$p" ]; then printf 'other %s\\n' "$(stat -c %F "$p")"; exit 0; fi
-h=$(sha256sum < "$p") || exit 1
-stat -c 'file %a %U %G %s' "$p" || exit 1
-h=${h%% *}
-echo "$h"
-[ "$h" = "$2" ] || head -c "$3" "$p"
-"""
-
-_DIR_PROBE = """p=$1
-if [ -d "$p" ]; then stat -L -c 'dir %a %U %G' "$p"
-elif [ -e "$p" ] || [ -L "$p" ]; then printf 'other %s\\n' "$(stat -c %F "$p")"
-else echo missing; fi
-"""
+_FILE_PROBE = script(__file__, "file_probe.sh")
+_DIR_PROBE = script(__file__, "dir_probe.sh")
+_LINK_PROBE = script(__file__, "link_probe.sh")
+# ln into a temp name, then rename over the path: the link is never absent.
+_LINK_APPLY = script(__file__, "link_apply.sh")
 
 _DIR_APPLY = 'set -e; mkdir -p -- "$1"; chmod "$2" "$1"; [ -z "$3" ] || chown "$3" "$1"'
-
-_LINK_PROBE = """p=$1
-if [ -L "$p" ]; then printf 'link\\n%s\\n' "$(readlink "$p")"
-elif [ -e "$p" ]; then printf 'other %s\\n' "$(stat -c %F "$p")"
-else echo missing; fi
-"""
-
-# ln into a temp name, then rename over the path: the link is never absent.
-_LINK_APPLY = """set -e
-d=$(dirname "$1"); mkdir -p "$d"
-t="$d/.gpunode.$$.link"
-ln -sfn "$2" "$t"
-mv -Tf "$t" "$1"
-"""
 
 
 def short(sha: str) -> str:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all, script
 from gpunode.steps.files import File, Template
 from gpunode.transport.base import Transport
 
@@ -33,24 +33,10 @@ _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|pat
 _COUNTS_AS_ENABLED = {"enabled", "enabled-runtime", "static", "indirect", "generated", "alias"}
 _RUNNING = {"active", "activating", "reloading"}
 
-_SERVICE_APPLY = """set -e
-u=$1
-[ "$(systemctl show -p NeedDaemonReload --value -- "$u")" != yes ] || systemctl daemon-reload
-case "$2" in yes) systemctl enable -q -- "$u";; no) systemctl disable -q -- "$u";; esac
-fail() { rc=$?; echo "--- systemctl status $u:"; systemctl status --no-pager --lines=20 -- "$u" || true; exit $rc; }
-case "$3" in yes) systemctl start -- "$u" || fail;; no) systemctl stop -- "$u" || fail;; esac
-"""
-
-
+_SERVICE_APPLY = script(__file__, "service_apply.sh")
 # The copy is verified under its own name (systemd derives the unit's type from it), in a
 # folder of its own so that the unit systemd loads now is not touched.
-_VERIFY = """set -e
-command -v systemd-analyze >/dev/null 2>&1 || exit 0
-d=$(mktemp -d /run/gpunode-verify.XXXXXX)
-trap 'rm -rf -- "$d"' EXIT
-cat > "$d/$1"
-systemd-analyze verify "$d/$1" 2>&1
-"""
+_VERIFY = script(__file__, "unit_verify.sh")
 
 
 def verify_command(name: str, data: bytes) -> Command:
