@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from gpunode.engine import reuse, run_target
+from gpunode.engine import run_target
+from gpunode.steps import reuse
 from gpunode.testing import Collect
 from gpunode.transport import LocalTransport, PctTransport
 from gpunode_lab import containers, paths
@@ -26,7 +27,7 @@ VMID = 213  # made and removed by this module
 
 #: The demo role's no-op, measured: env, the lock shell's sh and flock, ONE stat and ONE grep
 #: (which reads the small files whole) for the 5 file-like steps; dpkg-query's and systemctl's answers are reused while
-#: nothing they depend on changed (engine/reuse.py). 14 before the batch ran its `sh -c` probes
+#: nothing they depend on changed (steps/reuse.py). 14 before the batch ran its `sh -c` probes
 #: as subshells; 10 before the lock shell sent the probe's output raw (no base64), wrote
 #: lock.owner in place (no mv), emptied it with a builtin (no rm) and reused those two answers.
 DEMO_LIMIT = 5
@@ -89,7 +90,7 @@ def test_demo_noop_round_trip_starts_few_programs_in_the_container(fresh, tmp_pa
     plain = PctTransport(LocalTransport("lab"), VMID, pct=str(paths.PCT), host_name="lab")
     first = run_target(plain, [role({})])
     assert first.succeeded and first.changed, first.error
-    # The first no-op stores dpkg-query's and systemctl's answers (engine/reuse.py); the next reuses them.
+    # The first no-op stores dpkg-query's and systemctl's answers (steps/reuse.py); the next reuses them.
     assert run_target(plain, [role({})]).changed == 0
     traced = Traced(tmp_path / "execve.log")
     again = run_target(PctTransport(traced, VMID, pct=str(paths.PCT), host_name="lab"), [role({})])

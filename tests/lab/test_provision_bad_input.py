@@ -153,7 +153,7 @@ def test_a_model_bigger_than_dev_shm_is_refused_before_staging(box, inventory, m
     assert {e["status"] for e in run.of("step")} == {"skipped", "failed"}
     assert snapshot(box.sh, outside_state) == before, "the container changed"
     # The run took the target's lock (its owner record emptied on release) and recorded its probe
-    # batch (engine/recorded.py) and the answers it reuses (engine/reuse.py), what the next run's one
+    # batch (engine/recorded.py) and the answers it reuses (steps/reuse.py), what the next run's one
     # round trip runs, and nothing else: no journal, no pending handler.
     left = box.sh("ls -A /var/lib/gpunode").out.split()
     assert [n for n in left if not n.startswith(("probe-", "reuse-"))] == ["lock", "lock.owner"], left

@@ -10,8 +10,8 @@ import subprocess
 import pytest
 
 from gpunode import shell
-from gpunode.engine import inline, journal, passes, probe, reuse
-from gpunode.steps import weights
+from gpunode.engine import inline, journal, probe
+from gpunode.steps import apt, reads, reuse, systemd, weights
 
 SCRIPTS = sorted(inline.SAFE)
 _ONE_LINE_FUNCTION = re.compile(r"gn_\w+\(\) \{[^\n]*\}")
@@ -33,9 +33,17 @@ def _code(script: str) -> str:
 
 
 def test_the_passes_the_reused_answers_and_the_pending_handlers_are_marked():
-    assert {passes._STAT, passes._HASH, passes._READ, reuse.PACKAGES, reuse.UNITS, journal._PENDING} <= inline.SAFE
-    text = probe.build([["sh", "-c", passes._STAT, "sh", "/etc"], ["sh", "-c", "exit 3", "sh"]], "N")
+    assert {reads._STAT, reads._HASH, reads._READ, reuse.PACKAGES, reuse.UNITS, journal._PENDING} <= inline.SAFE
+    text = probe.build([["sh", "-c", reads._STAT, "sh", "/etc"], ["sh", "-c", "exit 3", "sh"]], "N")
     assert "gn_probe /etc </dev/null 2>&1" in text and "( set -- \nexit 3\n) </dev/null 2>&1" in text
+
+
+def test_the_reusing_shells_ask_what_the_steps_own_probes_ask():
+    """They are files of their own (steps/reuse_*.sh): their dpkg-query and systemctl show are the steps'."""
+    assert f"dpkg-query -W -f='{apt.FORMAT}' -- \"$@\"" in reuse.PACKAGES
+    assert "systemctl show " + " ".join(f"-p{p}" for p in systemd.PROPERTIES) + " -- $gn_miss 2>&1" in reuse.UNITS
+    assert f'[ "$gn_n" = {len(systemd.PROPERTIES)} ]' in reuse.UNITS  # every property as a running unit has it
+    assert "# shellcheck" not in reuse.PACKAGES + reuse.UNITS  # the linter's lines stay at home
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.split("\n", 1)[0][:40])
@@ -67,10 +75,10 @@ def _cases(tmp_path):
     (tmp_path / "m.json").write_text('{"a": 1}\n')
     files = [str(tmp_path / "a.conf"), str(tmp_path / "missing"), str(tmp_path)]
     return [
-        ["sh", "-c", passes._STAT, "sh", *files],
-        ["sh", "-c", passes._HASH, "sh", *files],
-        ["sh", "-c", passes._READ, "sh", str(tmp_path / "m.json"), str(tmp_path / "missing")],
-        reuse.packages(["dpkg-query", "-W", "-f=x", "--", "dpkg", "no-such-package-gpunode"]),
+        ["sh", "-c", reads._STAT, "sh", *files],
+        ["sh", "-c", reads._HASH, "sh", *files],
+        ["sh", "-c", reads._READ, "sh", str(tmp_path / "m.json"), str(tmp_path / "missing")],
+        reuse.packages(["dpkg", "no-such-package-gpunode"]),
         reuse.units(["no-such-unit-gpunode.service"]),
         journal.pending_probe(str(state)),
         ["sh", "-c", weights.READS[1].without, "sh", str(tmp_path), str(tmp_path / "missing")],

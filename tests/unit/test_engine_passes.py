@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from gpunode.engine import passes, probe
+from gpunode.steps import reads
 from gpunode.steps.base import NoChange, Probe
 from gpunode.steps.files import Directory, File, Symlink
 from gpunode.steps.systemd import Service
@@ -30,7 +31,7 @@ def _tree(root: Path) -> list:
     (root / "etc" / "nul").write_bytes(b"a\0b\n\0\n")
     (root / "etc" / "breaks").write_bytes("cr\r\nff\x0c nel\x85 ls\u2028 end\n".encode())
     (root / "etc" / "unreadable").write_bytes(b"")  # empty, as the desired content: yet not read
-    (root / "etc" / "big").write_bytes(b"y\n" * passes.READ_LIMIT)
+    (root / "etc" / "big").write_bytes(b"y\n" * reads.READ_LIMIT)
     os.symlink("/usr/bin/true", root / "link")
     os.symlink(str(root / "etc"), root / "dirlink")
     os.mkfifo(root / "fifo")
@@ -48,8 +49,8 @@ def _tree(root: Path) -> list:
         File(str(root / "etc" / "nul"), "a\0b\n"),
         File(str(root / "etc" / "breaks"), "cr\r\nff\x0c nel\x85 ls\u2028 end\n"),
         File(str(root / "etc" / "breaks"), "cr\nff nel ls end\n"),
-        File(str(root / "etc" / "big"), "y\n" * passes.READ_LIMIT),
-        File(str(root / "etc" / "big"), "y\n" * (passes.READ_LIMIT - 1)),
+        File(str(root / "etc" / "big"), "y\n" * reads.READ_LIMIT),
+        File(str(root / "etc" / "big"), "y\n" * (reads.READ_LIMIT - 1)),
         File(str(root / "link"), "x"),
         File(str(root / "fifo"), "x"),
         File(str(root / "etc"), "x"),
@@ -66,9 +67,8 @@ def _tree(root: Path) -> list:
 
 def test_each_step_gets_what_its_own_probe_prints_or_none(tmp_path: Path):
     steps = _tree(tmp_path)
-    argvs = [s.probe() for s in steps]
-    own = probe.run_batch(LocalTransport(), argvs)
-    folded = passes.fold(argvs)
+    own = probe.run_batch(LocalTransport(), [s.probe() for s in steps])  # plain argvs: each runs as it is
+    folded = passes.fold([s.batched() for s in steps])
     # 24 steps: one stat; one sha256sum for the secret and the big file; one grep for the rest
     assert [[w for w in ("stat", "sha256sum", "grep") if f" {w} -" in a[2]] for a in folded.argvs] == \
            [["stat"], ["sha256sum"], ["grep"]]
@@ -88,7 +88,7 @@ def test_each_step_gets_what_its_own_probe_prints_or_none(tmp_path: Path):
 
 
 def test_other_probes_run_as_they_are_and_keep_their_place(tmp_path: Path):
-    argvs = [["echo", "first"], File(str(tmp_path / "f"), "x").probe(), ["echo", "last"]]
+    argvs = [["echo", "first"], File(str(tmp_path / "f"), "x").batched(), ["echo", "last"]]
     folded = passes.fold(argvs)
     got = folded.unfold(probe.run_batch(LocalTransport(), folded.argvs))
     assert got[0] == Probe(0, "first\n") and got[2] == Probe(0, "last\n")
@@ -121,7 +121,7 @@ NeedDaemonReload=no
 def test_one_systemctl_show_answers_every_service_in_order():
     names = ["ssh.service", "nosuch.service", "gpunode-demo.service"]
     steps = [Service(n) for n in names] + [Service("ssh.service", enabled=False)]
-    folded = passes.fold([s.probe() for s in steps])
+    folded = passes.fold([s.batched() for s in steps])
     [argv] = folded.argvs  # one systemctl show, in the shell that may reuse its last answer
     assert argv[:2] == ["sh", "-c"] and argv[-3:] == names
     assert "systemctl show -pLoadState -pUnitFileState -pActiveState -pSubState -pNeedDaemonReload --" in argv[2]
@@ -142,7 +142,7 @@ def _refusal(step, result):
 
 def test_a_stat_that_is_not_gnus_makes_every_file_step_probe_itself(tmp_path: Path):
     steps = [File(str(tmp_path / "f"), "x"), Directory(str(tmp_path)), Service("a.service")]
-    folded = passes.fold([s.probe() for s in steps])
+    folded = passes.fold([s.batched() for s in steps])
     # busybox stat knows no --printf: nothing parses, so nothing may be taken as "missing"
     got = folded.unfold([Probe(0, "stat: unrecognized option '--printf'\n"), Probe(0, ""),
                          Probe(0, SHOW_THREE.split("\n\n")[0] + "\n")])
@@ -172,10 +172,10 @@ def test_venv_and_weights_manifests_come_from_one_grep_byte_for_byte(tmp_path: P
     steps = _manifested(tmp_path)
     t = LocalTransport()
     argvs = [s.probe() for s in steps]
-    folded = passes.fold(argvs)
+    folded = passes.fold([s.batched() for s in steps])
     assert not any(argv[2] == s.probe()[2] for argv in folded.argvs for s in steps)  # no probe with its cat
     assert "grep -aHZ" in folded.argvs[-1][2]
-    got = probe.run_batch(t, argvs)
+    got = probe.run_batch(t, [s.batched() for s in steps])
     own = [t.run(a) for a in argvs]
     # df's free bytes move between two runs on a shared disk: that section is compared as its shape
     space = re.compile(r"(@@section space\n.*\n)[0-9]+ [0-9]+\n")
@@ -188,7 +188,7 @@ def test_a_manifest_read_in_the_pass_starts_no_cat(tmp_path: Path):
     steps = _manifested(tmp_path)
     log = tmp_path / "execve.log"
     nonce = "gpunode-0123456789abcdef"
-    folded = passes.fold([s.probe() for s in steps])
+    folded = passes.fold([s.batched() for s in steps])
     out = LocalTransport().run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(log),
                                 "sh", "-s"], stdin=probe.build(folded.argvs, nonce).encode(), check=True).stdout
     results = folded.unfold(probe.parse(out, len(folded.argvs), nonce))
@@ -203,7 +203,7 @@ def test_what_grep_printed_is_taken_for_the_file_only_where_it_can_be_its_exact_
     through the transport's replacement of bytes that are not UTF-8, are not the file."""
     def got(desired: str, size: int, printed: str) -> Probe | None:
         step = File("/etc/x.env", desired)
-        folded = passes.fold([step.probe()])
+        folded = passes.fold([step.batched()])
         records = [("/", "directory", "755 root root 4096"), ("/etc/x.env", "regular file", f"644 root root {size}")]
         stat = "".join(f"{name}\x00{kind}\x00{meta}\x00{name}\x00" for name, kind, meta in records)
         lines = "".join(f"/etc/x.env\x00{line}\n" for line in printed.split("\n") if printed)

@@ -18,6 +18,7 @@ from gpunode.roles import varspec
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers import role as servers_role
 from gpunode.roles.servers.secretfiles import ROUTER_KEY_ENV, router_launch
+from gpunode.steps import reads
 from gpunode.steps.base import Probe
 from gpunode.steps.files import File, Template
 from tests.unit import systemd_parse
@@ -117,8 +118,8 @@ def test_the_same_key_gives_the_same_bytes_and_a_new_key_restarts_only_what_read
 def test_a_secret_file_s_diff_is_masked_and_its_old_content_never_crosses_the_wire():
     f = secret(steps(server_api_key=KEY), "/etc/gpunode/gpu0.secrets.yaml")
     assert f.probe()[6] == "0"  # head -c 0: the old key is not sent back
-    folded = passes.fold([f.probe()])  # and a batch hashes it on the target, never reads it whole
-    assert (folded.hashed, folded.whole) == ([f.path], [])
+    folded = passes.fold([f.batched()])  # and a batch hashes it on the target, never reads it whole
+    assert folded.asked.get(reads.HASH) == [f.path] and reads.READ not in folded.asked
     created = f.check(Probe(0, "missing\n"))
     updated = f.check(Probe(0, "file 600 root root 40\n" + "0" * 64 + "\n"))
     for outcome in (created, updated):

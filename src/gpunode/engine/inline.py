@@ -14,14 +14,13 @@ options (its last command gives its status); every variable it assigns named gn_
 batch's own ($GN, $GN_STATE, ...) and the other probes' stay as they were. The facts probe's
 sections do the same (facts/probe.py, Snippet.inline). tests/unit/test_engine_inline.py checks
 every marked script and runs them between two dumps of the shell's state.
+
+The set lives with the step protocol (steps/base.inline), so that a step marks its own scripts.
 """
 
 from __future__ import annotations
 
-SAFE: set[str] = set()
+from gpunode.steps.base import INLINE as SAFE
+from gpunode.steps.base import inline as mark
 
-
-def mark(script: str) -> str:
-    """The script, known from now on to be safe to run in the batch's own shell."""
-    SAFE.add(script)
-    return script
+__all__ = ["SAFE", "mark"]

@@ -91,9 +91,9 @@ def parse_for(target: str, output: str, count: int, nonce: str) -> list[Probe]:
         raise
 
 
-def run_batch(target: Transport, probes: Sequence[Sequence[str]]) -> list[Probe]:
-    """Run all probes in one command (files, directories, links and services in one pass each,
-    engine/passes.py); one Probe per argv, in order."""
+def run_batch(target: Transport, probes: Sequence[passes.Item]) -> list[Probe]:
+    """Run all probes in one command (the steps' shared reads in one pass each, engine/passes.py);
+    one Probe per item, in order."""
     folded = passes.fold(probes)
     return fill(target, folded, _plain_batch(target, folded.argvs))
 

@@ -117,7 +117,7 @@ mv -f "$f.new" "$f"
 _FACTS = lock.guard("$1", "$2") + "\nexec </dev/null 2>&1\n" + _UNDER_LOCK
 
 
-def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence[str]], *, key: str,
+def results(target: Transport, output: str, nonce: str, argvs: Sequence[passes.Item], *, key: str,
             state_dir: str, run_id: str, record: bool) -> tuple[list[probe.Probe], str]:
     """This run's probe results and its batch's digest: the results from the first trip's output
     when the recorded batch is this run's, else from a second round trip (which records the batch
@@ -136,7 +136,7 @@ def results(target: Transport, output: str, nonce: str, argvs: Sequence[Sequence
     return probe.fill(target, folded, probe.parse_for(target.name, result.stdout, len(folded.argvs), nonce)), digest
 
 
-def record_next(target: Transport, prelude: Prelude, argvs: Callable[[Sequence[RolePlan]], list[list[str]]], *,
+def record_next(target: Transport, prelude: Prelude, argvs: Callable[[Sequence[RolePlan]], Sequence[passes.Item]], *,
                 state_dir: str, run_id: str, recorded: str) -> bool:
     """After a run that applied a step that may change the facts (Step.changes_facts): read the
     facts again and record the batch of the plan they make, so that the next run, a no-op, finds

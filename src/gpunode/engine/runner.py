@@ -81,8 +81,8 @@ class _Run:
 
     # -- check -------------------------------------------------------------------
 
-    def argvs(self) -> tuple[list[list[str]], dict[tuple[int, int], BaseException]]:
-        return _argvs(self.roles, self.state_dir)
+    def items(self) -> tuple[list[passes.Item], dict[tuple[int, int], BaseException]]:
+        return _items(self.roles, self.state_dir)
 
     def plan(self, results: Sequence[probe.Probe],
              broken: dict[tuple[int, int], BaseException]) -> list[list[Outcome | BaseException]]:
@@ -188,16 +188,9 @@ class _Run:
             self.event("step", role.name, step.title, FAILED, _message(exc), started)
 
     def _replan(self, role: RolePlan) -> list[Outcome | BaseException]:
-        argvs: list[list[str]] = []
-        broken: dict[int, BaseException] = {}
-        for s, step in enumerate(role.steps):
-            try:
-                argvs.append(step.probe())
-            except Exception as exc:  # noqa: BLE001 - reported as that step's failure
-                broken[s] = exc
-                argvs.append(["true"])
-        results = probe.run_batch(self.target, argvs)
-        return [broken.get(s) or _check(step, results[s]) for s, step in enumerate(role.steps)]
+        items, broken = _items([role])
+        results = probe.run_batch(self.target, items)
+        return [broken.get((0, s)) or _check(step, results[s]) for s, step in enumerate(role.steps)]
 
     def _reprobe(self, step: Step) -> probe.Probe:
         """The step's probe again, refused on the target if this run lost its lock meanwhile."""
@@ -282,19 +275,23 @@ def _shown(handler: Handler | None) -> tuple[str, ...]:
     return tuple(c.shown() for c in handler.commands()) if handler is not None else ()
 
 
-def _argvs(roles: Sequence[RolePlan], state_dir: str) -> tuple[list[list[str]], dict[tuple[int, int], BaseException]]:
-    """Every step's probe argv of all roles, then the pending handlers' (the last one)."""
-    argvs: list[list[str]] = []
+def _items(roles: Sequence[RolePlan], state_dir: str | None = None) -> tuple[list[passes.Item],
+                                                                         dict[tuple[int, int], BaseException]]:
+    """Every step's probe of all roles as it joins the batch (Step.batched), then, given the state
+    folder, the pending handlers' (the last one). A step whose probe cannot be built is reported as
+    failed (`broken`); `true` holds its place."""
+    items: list[passes.Item] = []
     broken: dict[tuple[int, int], BaseException] = {}
     for r, role in enumerate(roles):
         for s, step in enumerate(role.steps):
             try:
-                argvs.append(step.probe())
+                items.append(step.batched())
             except Exception as exc:  # noqa: BLE001 - reported as that step's failure
                 broken[(r, s)] = exc
-                argvs.append(["true"])
-    argvs.append(journal.pending_probe(state_dir))
-    return argvs, broken
+                items.append(["true"])
+    if state_dir is not None:
+        items.append(journal.pending_probe(state_dir))
+    return items, broken
 
 
 def _check(step: Step, result: probe.Probe) -> Outcome | BaseException:
@@ -323,9 +320,9 @@ def run_target(
     held: lock.TargetLock | None = None
     emit(Start(target.name, tuple(r.name for r in roles), sum(len(r.steps) for r in roles), check))
     try:
-        argvs, broken = run.argvs()
+        items, broken = run.items()
         nonce = probe.new_nonce()
-        folded = passes.fold(argvs)
+        folded = passes.fold(items)
         script = probe.build(folded.argvs, nonce)
         if len(script) <= probe.INLINE_LIMIT:
             # Lock, pending handlers and every step's probe in one round trip.
@@ -333,7 +330,7 @@ def run_target(
             results = probe.fill(metered, folded, probe.parse_for(target.name, held.probed, len(folded.argvs), nonce))
         else:
             held = _acquire(metered, state_dir, run.owner, check, lock_wait)
-            results = probe.run_batch(metered, argvs)
+            results = probe.run_batch(metered, items)
         plans = run.plan(results, broken)
         if check or not (run.pending or _changes(plans)):
             # Nothing will be applied: the lock goes now, in the round trip that took it.
@@ -393,8 +390,8 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
         run.roles = list(prelude.build(first, nonce))
         if held.fresh:  # a new target: its facts were accepted, now take the lock (nothing recorded yet)
             held = _acquire(metered, state_dir, run.owner, check, lock_wait)
-        argvs, broken = run.argvs()
-        results, digest = recorded.results(metered, first, nonce, argvs, key=prelude.key, state_dir=state_dir,
+        items, broken = run.items()
+        results, digest = recorded.results(metered, first, nonce, items, key=prelude.key, state_dir=state_dir,
                                            run_id=run.owner.run_id, record=not check)
         return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude, digest=digest)
     except (LockError, ConnectError) as exc:
@@ -440,7 +437,7 @@ def _record_next(run: _Run, prelude: recorded.Prelude, digest: str) -> None:
     """The next run's batch, from the facts as this run left them (recorded.record_next). Only
     ever saves the next run a round trip, so nothing here may fail this one."""
     with contextlib.suppress(Exception):  # the next run then probes twice, as it did before
-        recorded.record_next(run.target, prelude, lambda roles: _argvs(roles, run.state_dir)[0],
+        recorded.record_next(run.target, prelude, lambda roles: _items(roles, run.state_dir)[0],
                              state_dir=run.state_dir, run_id=run.owner.run_id, recorded=digest)
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all, script
+from gpunode.steps import reuse
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all, script
 from gpunode.steps.progress import AptSink, Line, Progress
 from gpunode.transport.base import Transport
 
@@ -53,6 +54,10 @@ class Packages(Step):
 
     def probe(self) -> list[str]:
         return ["dpkg-query", "-W", f"-f={FORMAT}", "--", *self.names]
+
+    def batched(self) -> Batched:
+        # In the batch, in the shell that reuses the last answer while dpkg's status holds (steps/reuse.py).
+        return Batched.alone(self.probe(), reuse.packages(self.names))
 
     def check(self, probe: Probe) -> Outcome:
         state: dict[str, tuple[str, str]] = {}

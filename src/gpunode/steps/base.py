@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
@@ -46,6 +46,18 @@ class Probe:
         return self.output.splitlines()
 
 
+#: Scripts that may run in the batch's own shell as a function call, not a subshell: no exit,
+#: return, cd, exec, trap, eval or set of options, and every variable they assign named gn_*
+#: (engine/inline.py says why; tests/unit/test_engine_inline.py checks each one).
+INLINE: set[str] = set()
+
+
+def inline(script: str) -> str:
+    """The script, known from now on to be safe to run in the batch's own shell."""
+    INLINE.add(script)
+    return script
+
+
 def script(anchor: str, name: str) -> str:
     """The shell script `name` kept beside the module `anchor` (its __file__), as sent to targets:
     without the lines that are only a shellcheck directive (`# shellcheck shell=sh`: the file has
@@ -57,20 +69,47 @@ def script(anchor: str, name: str) -> str:
 _DIRECTIVE = re.compile(r"[ \t]*# shellcheck [a-z]+=")
 
 
-@dataclass(frozen=True)
-class FileRead:
-    """A probe script that prints one small file the engine wrote (a manifest) after `after`:
-    engine/passes.py runs `without` (the script less that `cat`) and reads the file, at
-    <args[arg]>/<name>, in ONE pass with the others, then puts its lines back after `after`."""
+@dataclass(frozen=True, eq=False)
+class Pass:
+    """One command in the batch that reads, for every step that asks, a part of what its own probe
+    reads: one `stat` over every path, one `systemctl show` over every unit. Steps ask with an
+    argument (a path, a unit name); `command` gets each argument once, in the order first asked,
+    and `read` turns its output, once, into the answer every step that asked is given (None when
+    the output cannot be read: each of those steps then runs its own probe). `rank` orders the
+    passes in the batch (the shipped ones take 10-40)."""
 
-    script: str
-    without: str
-    arg: int
     name: str
-    after: str
-    #: `without` leaves the shell as it found it (engine/inline.py): the batch runs it as a function
-    #: call, not a subshell
-    inline: bool = False
+    command: Callable[[list[Hashable]], list[str]]
+    read: Callable[[Probe, list[Hashable]], Any]
+    rank: int = 100
+
+
+#: (its own output in the batch, or None when it runs nothing of its own; each asked pass's answer,
+#: in the order asked) -> the output its own probe would have printed, or None where that cannot be
+#: said exactly (the step's own probe then runs, in one more round trip, only then)
+Answer = Callable[[Probe | None, tuple[Any, ...]], Probe | None]
+
+
+@dataclass(frozen=True)
+class Batched:
+    """How a step's probe takes part in the one batched round trip (Step.batched).
+
+    `probe` is its own probe (Step.probe), run as it is for a re-probe and wherever the batch
+    cannot answer exactly. In the batch it runs `own` (its probe, or what is left of it once the
+    passes read the rest; empty: nothing) and asks its share of the passes (`asks`); `answer`
+    makes from those what `probe` would have printed, so that the step's check stays the same
+    pure function. Without asks, `own`'s output is the step's answer as it is."""
+
+    probe: tuple[str, ...]
+    own: tuple[str, ...] = ()
+    asks: tuple[tuple[Pass, Hashable], ...] = ()
+    answer: Answer | None = None
+
+    @classmethod
+    def alone(cls, argv: Sequence[str], batched: Sequence[str] | None = None) -> Batched:
+        """A probe that shares no pass: `argv`, run in the batch as it is or as `batched` (a shell
+        that reuses its last answer: the same output)."""
+        return cls(tuple(argv), tuple(argv if batched is None else batched))
 
 
 @dataclass(frozen=True)
@@ -182,6 +221,12 @@ class Step(ABC):
     @abstractmethod
     def probe(self) -> list[str]:
         """argv whose stdout tells the current state. Must not change anything."""
+
+    def batched(self) -> Batched:
+        """How its probe joins the batch: by default, probe() as it is, in the batch's one round
+        trip. A step that reads what many steps read (a file's stat, a unit's state) asks the
+        shared passes instead (Batched), and any step may bring a Pass of its own."""
+        return Batched.alone(self.probe())
 
     @abstractmethod
     def check(self, probe: Probe) -> Outcome:

@@ -3,7 +3,7 @@
 A File's own probe sends back a stat line and the sha256 of the current content;
 the old content (for the diff) crosses the wire only when the hashes differ,
 and only up to DIFF_LIMIT bytes. In a batch, a small file that is not sensitive is read
-whole instead, in the one grep that reads every manifest (engine/passes.py). Writes go through Transport.write_file:
+whole instead, in the one grep that reads every manifest (steps/reads.py). Writes go through Transport.write_file:
 temp file, hash verified on the target, fsync, rename.
 """
 
@@ -18,13 +18,14 @@ from typing import Any, ClassVar
 
 from gpunode import searchpath, shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
+from gpunode.steps import reads
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, script
 from gpunode.steps.render import render_from
 from gpunode.transport.base import SHA_ON_STDIN, Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
 
-# $4, the desired size, is not used here: the batch's passes read it (engine/passes.py).
+# $4, the desired size, is not read by the script (it was how the batch once knew the file's size).
 _FILE_PROBE = script(__file__, "file_probe.sh")
 _DIR_PROBE = script(__file__, "dir_probe.sh")
 _LINK_PROBE = script(__file__, "link_probe.sh")
@@ -82,6 +83,9 @@ class Directory(Step):
 
     def probe(self) -> list[str]:
         return ["sh", "-c", _DIR_PROBE, "sh", self.path]
+
+    def batched(self) -> Batched:
+        return reads.file_like("dir", self.probe(), self.path, "", 0, False)
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:
@@ -142,6 +146,13 @@ class File(Step):
         if self.sensitive:
             return ["sh", "-c", _FILE_PROBE, "sh", self.path, SHA_ON_STDIN, "0", "0"]
         return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, str(DIFF_LIMIT), str(len(self.data))]
+
+    def batched(self) -> Batched:
+        # A sensitive file is hashed on the target: its content stays there.
+        if self.sensitive:
+            return reads.file_like("file", self.probe(), self.path, SHA_ON_STDIN, 0, False)
+        return reads.file_like("file", self.probe(), self.path, self.sha256, DIFF_LIMIT,
+                               len(self.data) <= reads.READ_LIMIT)
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:
@@ -252,6 +263,9 @@ class Symlink(Step):
 
     def probe(self) -> list[str]:
         return ["sh", "-c", _LINK_PROBE, "sh", self.path]
+
+    def batched(self) -> Batched:
+        return reads.file_like("link", self.probe(), self.path, "", 0, False)
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:

@@ -13,13 +13,14 @@ one that works.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, run_all, script
+from gpunode.steps import reuse
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Pass, Probe, Step, run_all, script
 from gpunode.steps.files import File, Template
 from gpunode.transport.base import Transport
 
@@ -37,6 +38,21 @@ _SERVICE_APPLY = script(__file__, "service_apply.sh")
 # The copy is verified under its own name (systemd derives the unit's type from it), in a
 # folder of its own so that the unit systemd loads now is not touched.
 _VERIFY = script(__file__, "unit_verify.sh")
+
+
+def _blocks(shown: Probe, names: list[Hashable]) -> dict[Hashable, str] | None:
+    """One `systemctl show` of many units -> each unit's block, or None where the blocks do not
+    match the units asked (systemd not answering: each Service then probes itself)."""
+    if not shown.ok:
+        return None
+    blocks = [b for b in shown.output.split("\n\n") if b.strip()]
+    if len(blocks) != len(names) or any("LoadState=" not in b for b in blocks):
+        return None
+    return {n: b.strip("\n") + "\n" for n, b in zip(names, blocks, strict=True)}
+
+
+#: ONE `systemctl show` for every Service of a run, in the shell that reuses its last answer (steps/reuse.py).
+SHOW = Pass("systemctl show", lambda names: reuse.units([str(n) for n in names]), _blocks, rank=40)
 
 
 def verify_command(name: str, data: bytes) -> Command:
@@ -86,6 +102,9 @@ class Unit(Step):
 
     def probe(self) -> list[str]:
         return self.file.probe()
+
+    def batched(self) -> Batched:
+        return self.file.batched()
 
     def check(self, probe: Probe) -> Outcome:
         return self.file.check(probe)
@@ -143,6 +162,12 @@ class Service(Step):
 
     def probe(self) -> list[str]:
         return ["systemctl", "show", *(f"-p{p}" for p in PROPERTIES), "--", self.name]
+
+    def batched(self) -> Batched:
+        def answer(own: Probe | None, got: tuple[Any, ...]) -> Probe | None:
+            return Probe(0, got[0][self.name]) if got[0] is not None else None
+
+        return Batched(tuple(self.probe()), asks=((SHOW, self.name),), answer=answer)
 
     def check(self, probe: Probe) -> Outcome:
         props = parse_show(probe.output)

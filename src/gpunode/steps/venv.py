@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpunode import shell
-from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step, run_all
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import InstallSink, Line, Progress
+from gpunode.steps.reads import FileRead
 from gpunode.transport.base import WRITE, Transport, write_argv
 
 MANIFEST = "gpunode-lock.json"
@@ -54,7 +55,7 @@ echo "@@section manifest"
 """
 _TAIL = 'echo "@@section listing"\n' + _NAMES
 _PROBE = _HEAD + '[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\n' + _TAIL
-#: In the batch, the manifests of all venvs are read by one process (engine/passes.py).
+#: In the batch, the manifests of all venvs are read by one process (steps/reads.py).
 READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 
 # A venv without its manifest holds an install that did not finish (cut off, a full disk), and what
@@ -152,6 +153,9 @@ class Venv(Step):
 
     def probe(self) -> list[str]:
         return shell.sh(_PROBE, self.path)
+
+    def batched(self) -> Batched:
+        return READ.batched(self.path)
 
     def check(self, probe: Probe) -> Outcome:
         sections: dict[str, list[str]] = {}

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, Command, FileRead, NoChange, Outcome, Probe, Step, run_all
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import Line, Progress, ProgressSink
+from gpunode.steps.reads import FileRead
 from gpunode.transport.base import Transport
 
 STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
@@ -46,7 +47,7 @@ _CAT = '[ ! -f "$gn_dest/.gpunode-manifest" ] || cat "$gn_dest/.gpunode-manifest
 _PROBE = _HEAD + _CAT + _TAIL
 # Where the facts already say how much room there is (/dev/shm: their one df), the probe runs no df.
 _PROBE_KNOWN = _HEAD + _CAT
-#: In the batch, the manifest is read by one process with the venvs' (engine/passes.py), and what
+#: In the batch, the manifest is read by one process with the venvs' (steps/reads.py), and what
 #: is left runs in the batch's own shell, as a function call: no fork (engine/inline.py).
 READS = (FileRead(_PROBE, _HEAD + _TAIL, 1, ".gpunode-manifest", "@@section manifest\n", inline=True),
          FileRead(_PROBE_KNOWN, _HEAD, 1, ".gpunode-manifest", "@@section manifest\n", inline=True))
@@ -114,6 +115,9 @@ class StagedWeights(Step):
 
     def probe(self) -> list[str]:
         return shell.sh(_PROBE if self.space is None else _PROBE_KNOWN, self.source, self.dest)
+
+    def batched(self) -> Batched:
+        return READS[self.space is not None].batched(self.source, self.dest)
 
     def check(self, probe: Probe) -> Outcome:
         s = _sections(probe.output)
