@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gpunode.engine import RolePlan, run_target, run_targets
+from gpunode.engine import RolePlan, recorded, run_target, run_targets
 from gpunode.engine.handlers import CommandHandler
 from gpunode.engine.journal import read as read_journal
+from gpunode.engine.lock import Owner, acquire
+from gpunode.engine.runner import begin, finish
 from gpunode.report import JsonLines
 from gpunode.steps.files import Directory, File, Symlink
 from tests.unit.engine_helpers import Collect, CountingTransport, snapshot
@@ -246,3 +248,46 @@ def test_a_run_that_lost_its_lock_stops_before_the_next_change(root, state):
     assert not (root / "1.conf").exists()
     again = run_target(CountingTransport(), [role], state_dir=state)
     assert (again.ok, again.changed) == (1, 2)
+
+
+def _said(collect: Collect, root: Path) -> list[str]:
+    """What a run told its user, its own folder written ROOT."""
+    starts = [(s.target, s.roles, s.steps, s.check) for s in collect.others]
+    events = [(e.kind, e.role, e.step, e.status, e.reason, e.diff, e.commands) for e in collect.events]
+    recaps = [(r.ok, r.changed, r.failed, r.skipped, r.unreachable, r.error) for r in collect.recaps]
+    return [repr(x).replace(str(root), "ROOT") for x in (starts, events, recaps)]
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_roles_given_and_roles_from_the_facts_run_the_same_path(tmp_path: Path, check: bool):
+    """run_target (roles given) and begin/finish (roles built from the facts) say the same, step
+    for step, on a first run and on the no-op after it; a held lock is the same error in both."""
+    said: dict[str, list] = {}
+    for way in ("given", "facts"):
+        root = tmp_path / way
+        (root / "t").mkdir(parents=True)
+        state = str(root / "state")
+        roles = [demo_role(root / "t")]
+        prelude = recorded.Prelude(recorded.key_for(["demo"]), lambda nonce: "", lambda out, nonce, roles=roles: roles)
+        said[way] = []
+        for _ in range(2):
+            collect = Collect()
+            if way == "given":
+                run_target(CountingTransport(), roles, state_dir=state, check=check, emit=collect)
+            else:
+                finish(begin(CountingTransport(), prelude, state_dir=state, check=check, emit=collect))
+            said[way] += _said(collect, root)
+        # Another run holds the lock: roles built from the facts are not known then (no facts were
+        # read), so only the error is the same.
+        held = acquire(CountingTransport(), state, Owner.current("other"))
+        try:
+            collect = Collect()
+            if way == "given":
+                run_target(CountingTransport(), roles, state_dir=state, check=False, emit=collect)
+            else:
+                finish(begin(CountingTransport(), prelude, state_dir=state, check=False, emit=collect))
+        finally:
+            held.release()
+        said[way].append(repr([r.error.split(" (pid")[0] for r in collect.recaps]))
+    assert said["given"] == said["facts"]
+    assert "locked by another gpunode run" in said["given"][-1]

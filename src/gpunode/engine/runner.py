@@ -313,43 +313,8 @@ def run_target(
     lock_wait: float = 0.0,
 ) -> TargetRecap:
     """Converge one target to `roles` (or, with check, only say what would change)."""
-    started = time.monotonic()
-    metered = Metered(target)
-    recap = TargetRecap(target.name, check=check)
-    run = _Run(metered, roles, check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()), recap)
-    held: lock.TargetLock | None = None
-    emit(Start(target.name, tuple(r.name for r in roles), sum(len(r.steps) for r in roles), check))
-    try:
-        items, broken = run.items()
-        nonce = probe.new_nonce()
-        folded = passes.fold(items)
-        script = probe.build(folded.argvs, nonce)
-        if len(script) <= probe.INLINE_LIMIT:
-            # Lock, pending handlers and every step's probe in one round trip.
-            held = _acquire(metered, state_dir, run.owner, check, lock_wait, script)
-            results = probe.fill(metered, folded, probe.parse_for(target.name, held.probed, len(folded.argvs), nonce))
-        else:
-            held = _acquire(metered, state_dir, run.owner, check, lock_wait)
-            results = probe.run_batch(metered, items)
-        plans = run.plan(results, broken)
-        if check or not (run.pending or _changes(plans)):
-            # Nothing will be applied: the lock goes now, in the round trip that took it.
-            held.release()
-        if check:
-            run.report_plan(plans)
-        else:
-            run.apply(plans)
-    except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
-        recap.stopped_by(exc)
-        # Steps that were never reported did not run.
-        recap.skipped += sum(len(r.steps) for r in roles) - run.steps_reported
-    finally:
-        if held is not None:
-            held.release()
-        recap.duration = time.monotonic() - started
-        recap.round_trips = metered.commands
-        emit(recap)
-    return recap
+    return finish(_begin(target, None, roles, check=check, diff=diff, emit=emit, state_dir=state_dir, owner=owner,
+                         lock_wait=lock_wait))
 
 
 @dataclass
@@ -365,6 +330,8 @@ class Begun:
     prelude: recorded.Prelude | None = None
     #: the digest of the batch recorded on the target (an applying run's own, once begun)
     digest: str = ""
+    #: Start was emitted already (the roles were known before the first round trip)
+    announced: bool = False
 
 
 def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, diff: bool = False,
@@ -377,28 +344,54 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
     container stopped), comes back with `error` set: finish() reports it (unreachable), as
     run_target does, and the other targets go on. A refusal of the facts or the plan is raised,
     with the lock released: the caller stops before any target changes."""
+    return _begin(target, prelude, (), check=check, diff=diff, emit=emit, state_dir=state_dir, owner=owner,
+                  lock_wait=lock_wait)
+
+
+def _begin(target: Transport, prelude: recorded.Prelude | None, roles: Sequence[RolePlan], *, check: bool,
+           diff: bool, emit: Emit, state_dir: str, owner: lock.Owner | None, lock_wait: float) -> Begun:
+    """The first round trip, for roles given (run_target: Start is emitted at once, and any failure
+    is the target's own) or built from the facts (begin: see there)."""
     started = time.monotonic()
     metered = Metered(target)
-    run = _Run(metered, [], check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()),
+    run = _Run(metered, list(roles), check, diff, emit, state_dir, owner or lock.Owner.current(new_run_id()),
                TargetRecap(target.name, check=check))
+    if prelude is None:
+        emit(Start(target.name, tuple(r.name for r in roles), sum(len(r.steps) for r in roles), check))
+    own: tuple[type[BaseException], ...] = (LockError, ConnectError) if prelude is not None else (Exception,)
     held: lock.TargetLock | None = None
+    digest = ""
     try:
         nonce = probe.new_nonce()
-        held = _acquire(metered, state_dir, run.owner, check, lock_wait, recorded.first_trip(prelude, nonce),
-                        fresh=not check)
-        first = held.probed
-        run.roles = list(prelude.build(first, nonce))
-        if held.fresh:  # a new target: its facts were accepted, now take the lock (nothing recorded yet)
-            held = _acquire(metered, state_dir, run.owner, check, lock_wait)
-        items, broken = run.items()
-        results, digest = recorded.results(metered, first, nonce, items, key=prelude.key, state_dir=state_dir,
-                                           run_id=run.owner.run_id, record=not check)
-        return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude, digest=digest)
-    except (LockError, ConnectError) as exc:
+        if prelude is None:
+            items, broken = run.items()
+            folded = passes.fold(items)
+            script = probe.build(folded.argvs, nonce)
+            if len(script) <= probe.INLINE_LIMIT:
+                # Lock, pending handlers and every step's probe in one round trip.
+                held = _acquire(metered, state_dir, run.owner, check, lock_wait, script)
+                results = probe.fill(metered, folded,
+                                     probe.parse_for(target.name, held.probed, len(folded.argvs), nonce))
+            else:
+                held = _acquire(metered, state_dir, run.owner, check, lock_wait)
+                results = probe.run_batch(metered, items)
+        else:
+            held = _acquire(metered, state_dir, run.owner, check, lock_wait, recorded.first_trip(prelude, nonce),
+                            fresh=not check)
+            first = held.probed
+            run.roles = list(prelude.build(first, nonce))
+            if held.fresh:  # a new target: its facts were accepted, now take the lock (nothing recorded yet)
+                held = _acquire(metered, state_dir, run.owner, check, lock_wait)
+            items, broken = run.items()
+            results, digest = recorded.results(metered, first, nonce, items, key=prelude.key, state_dir=state_dir,
+                                               run_id=run.owner.run_id, record=not check)
+        return Begun(run, metered, held, run.plan(results, broken), started, prelude=prelude, digest=digest,
+                     announced=prelude is None)
+    except own as exc:
         if held is not None:
             with contextlib.suppress(Exception):  # a lost connection may not release: the lock shell ends with it
                 held.release()
-        return Begun(run, metered, None, [], started, exc)
+        return Begun(run, metered, None, [], started, exc, announced=prelude is None)
     except BaseException:
         if held is not None:
             held.release()
@@ -409,7 +402,9 @@ def finish(begun: Begun) -> TargetRecap:
     """Report (check) or apply what begin() planned; the recap, as run_target returns it."""
     run, held = begun.run, begun.held
     recap = run.recap
-    run.emit(Start(recap.target, tuple(r.name for r in run.roles), sum(len(r.steps) for r in run.roles), run.check))
+    if not begun.announced:
+        run.emit(Start(recap.target, tuple(r.name for r in run.roles), sum(len(r.steps) for r in run.roles),
+                       run.check))
     try:
         if begun.error is not None:
             raise begun.error
@@ -423,6 +418,7 @@ def finish(begun: Begun) -> TargetRecap:
                 _record_next(run, begun.prelude, begun.digest)
     except Exception as exc:  # noqa: BLE001 - the recap carries it; other targets go on
         recap.stopped_by(exc)
+        # Steps that were never reported did not run.
         recap.skipped += sum(len(r.steps) for r in run.roles) - run.steps_reported
     finally:
         if held is not None:
