@@ -10,26 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode import shell
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
 
-_PROBE = r"""
-ldconfig -p 2>/dev/null | awk '/libcuda\.so(\.1)? /{print $1, $NF}'
-for d in /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/lib /usr/local/nvidia/lib64; do
-  [ -e "$d/libcuda.so.1" ] && echo "file $d/libcuda.so.1"
-done
-true
-"""
+_PROBE = script(__file__, "libcuda_probe.sh")
 
-_APPLY = r"""
-set -e
-ldconfig
-one=$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')
-[ -n "$one" ] || { echo "libcuda.so.1 is not installed" >&2; exit 3; }
-dir=$(dirname "$one")
-[ -e "$dir/libcuda.so" ] || ln -s libcuda.so.1 "$dir/libcuda.so"
-ldconfig
-ldconfig -p | grep -q 'libcuda\.so ' || { echo "ldconfig does not list libcuda.so after linking" >&2; exit 4; }
-"""
+_APPLY = script(__file__, "libcuda_link.sh")
 
 
 @dataclass

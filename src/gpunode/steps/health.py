@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step, script
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
@@ -37,103 +37,22 @@ class Endpoint:
 # Every request is sent before any answer is read, so the servers answer side by side (each is
 # its own process): 3 endpoints in container 200 took ~5 ms one after another, ~4 ms so.
 # args: host port path ... -- curl argv.
-_STATUS = r"""
-if command -v bash >/dev/null 2>&1; then exec bash -c '
-trap "" PIPE
-fds=()
-while [ "$1" != -- ]; do
-  fd=
-  if exec {fd}<>"/dev/tcp/$1/$2"; then
-    printf "GET %s HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n" "$3" "$1" "$2" >&$fd || {
-      exec {fd}<&-; fd=; }
-  else fd=; fi 2>/dev/null
-  fds+=("$fd"); shift 3
-done
-for fd in "${fds[@]}"; do
-  code=000
-  if [ -n "$fd" ]; then
-    read -r -t 3 proto status _ <&$fd && case $proto/$status in HTTP/*/[0-9][0-9][0-9]*) code=${status:0:3};; esac
-    exec {fd}<&-
-  fi 2>/dev/null
-  printf "%s\n" "$code"
-done' bash "$@"; fi
-while [ "$1" != -- ]; do shift 3; done; shift; exec "$@"
-"""
+_STATUS = script(__file__, "health_status.sh")
 
 
 # Every round polls each endpoint that is not ready yet and prints one `@@progress` line with
 # every server's state ("cpu0 ready, cpu1 loading 40s"); args: grace, then name unit url path.
-_WAIT = r"""
-t0=$(date +%s); deadline=$(( t0 + $1 )); shift
-total=$(( $# / 4 )); ready=" "
-while :; do
-  now=$(date +%s); n=0; line=""; waiting=""; i=0
-  for a in "$@"; do
-    case $i in
-      0) name=$a ;; 1) unit=$a ;; 2) url=$a ;;
-      3) case "$ready" in
-           *" $unit "*) st=ready ;;
-           *) if [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$url$a" 2>/dev/null)" = 200 ]; then
-                ready="$ready$unit "; st=ready; echo "@@ready $unit"
-              # A crash loop shows as NRestarts >= 2 long before systemd gives up (StartLimitBurst). One
-              # restart is still loading: a vLLM CPU server's engine core was seen to die once at its first
-              # start on the loaded 2-core lab and come up at the second. Only a number counts: a busy
-              # systemd that answers nothing is not a crash, so `[ "" -ge 2 ]` failing reads as loading.
-              elif systemctl is-failed --quiet "$unit" ||
-                   { r=$(systemctl show -P NRestarts "$unit" 2>/dev/null); [ "$r" -ge 2 ] 2>/dev/null; }; then
-                echo "@@progress $n $total $line${line:+, }$name failed"; echo "@@failed $unit"; exit 3
-              else
-                st="loading $(( now - t0 ))s"; waiting=${waiting:-$unit}
-                [ "$r" != 1 ] || st="restarted once, $st"
-              fi ;;
-         esac
-         [ "$st" = ready ] && n=$(( n + 1 ))
-         line="$line${line:+, }$name $st" ;;
-    esac
-    i=$(( (i + 1) % 4 ))
-  done
-  echo "@@progress $n $total $line"
-  [ -z "$waiting" ] && exit 0
-  if [ "$now" -ge "$deadline" ]; then echo "@@timeout $waiting"; exit 4; fi
-  sleep 2
-done
-"""
+_WAIT = script(__file__, "health_wait.sh")
 
 # A router admits a worker only after its own health checks pass, so the first
 # requests through it may get 503 for a few seconds: retry until the deadline.
-_ASK = r"""
-# curl's config (the Authorization header, when the servers need a key) comes on stdin
-# and goes to curl through a pipe from the shell's builtin printf: never into an argv.
-url=$1; body=$2; deadline=$(( $(date +%s) + $3 )); auth=$(cat)
-until out=$(printf '%s\n' "$auth" | curl -sS --fail-with-body --max-time 120 -K - \
-            -H 'Content-Type: application/json' -d "$body" "$url/v1/completions" 2>&1); do
-  [ "$(date +%s)" -lt "$deadline" ] || { printf '%s\n' "$out"; exit 1; }
-  sleep 2
-done
-printf '%s\n' "$out"
-"""
+_ASK = script(__file__, "health_ask.sh")
 
 # Answering a completion is not the same as having every worker: the router keeps a worker that
 # failed its first health check out of rotation until a later check (seen in the lab right after
 # a provision: /workers listed cpu0 only). Wait until /workers lists every server healthy; a
 # router without /workers (nothing that looks like a worker list) is not waited for.
-_ADMITTED = r"""
-port=$1; deadline=$(( $(date +%s) + $2 )); shift 2; auth=$(cat)
-while :; do
-  rows=$(printf '%s\n' "$auth" | curl -s --max-time 3 -K - "http://127.0.0.1:$port/workers" 2>/dev/null | tr '}' '\n')
-  case "$rows" in *'"url":'*) ;; *) exit 0 ;; esac
-  missing=""
-  for url; do
-    case "$(printf '%s\n' "$rows" | grep -F "\"url\":\"$url\"")" in
-      *'"is_healthy":true'*) ;;
-      *) missing="$missing $url" ;;
-    esac
-  done
-  [ -z "$missing" ] && exit 0
-  [ "$(date +%s)" -ge "$deadline" ] && { echo "@@unadmitted$missing"; exit 4; }
-  sleep 1
-done
-"""
+_ADMITTED = script(__file__, "health_admitted.sh")
 
 
 @dataclass

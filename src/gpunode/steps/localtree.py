@@ -17,27 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step, script
 from gpunode.transport.base import Transport
 
 # Listing lines are "type<TAB>path<TAB>mode<TAB>link target", sorted bytewise; then sha256sum's
 # lines for the regular files. tree_digest() below builds the very same text locally.
-_DIGEST = r"""
-[ -d "$1" ] || { echo missing; exit 0; }
-cd "$1" || exit 1
-{ find . -mindepth 1 -printf '%y\t%P\t%m\t%l\n' | LC_ALL=C sort
-  find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum
-} | sha256sum | cut -c1-64
-"""
+_DIGEST = script(__file__, "tree_digest.sh")
 
-_SWAP = r"""
-set -e
-dest=$1; new=$1.gpunode-new; old=$1.gpunode-old
-rm -rf "$old"
-[ ! -e "$dest" ] || mv "$dest" "$old"
-mv "$new" "$dest"
-rm -rf "$old"
-"""
+_SWAP = script(__file__, "tree_swap.sh")
 
 _KIND = {stat.S_IFDIR: "d", stat.S_IFREG: "f", stat.S_IFLNK: "l"}
 

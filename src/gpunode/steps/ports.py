@@ -10,23 +10,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gpunode import shell
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
 
-_PROBE = r"""
-for u; do
-  printf '%s %s\n' "$u" "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$u" 2>/dev/null || echo 000)"
-done
-"""
+_PROBE = script(__file__, "answering_probe.sh")
 
-_WAIT = r"""
-deadline=$(( $(date +%s) + $1 )); shift
-for u; do
-  until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 3 "$u" 2>/dev/null)" = 200 ]; do
-    if [ "$(date +%s)" -ge "$deadline" ]; then echo "no answer with 200 from $u"; exit 4; fi
-    sleep 0.2
-  done
-done
-"""
+_WAIT = script(__file__, "answering_wait.sh")
 
 
 def down(urls: list[str], probe_output: str) -> list[str]:

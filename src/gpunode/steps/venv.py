@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpunode import shell
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all, script
 from gpunode.steps.progress import InstallSink, Line, Progress
 from gpunode.steps.reads import FileRead
 from gpunode.transport.base import WRITE, Transport, write_argv
@@ -30,31 +30,19 @@ from gpunode.transport.base import WRITE, Transport, write_argv
 MANIFEST = "gpunode-lock.json"
 LOCKED = "gpunode-requirements.txt"
 
+# venv_probe.sh: every line but one is the shell's own work (the probe is a subshell of the batch,
+# engine/probe.py): pyvenv.cfg is read with `read` (starting python would cost a process start on
+# every no-op; `version*` is python -m venv's `version =` and uv venv's `version_info =`),
+# site-packages is listed by _NAMES. Only the manifest costs a process: `cat` starts faster than
+# dash reads 5 KB with `read`, byte by byte (and in the batch one process reads every manifest: the
+# probe runs without that line, _HEAD + _TAIL).
+_PROBE = script(__file__, "venv_probe.sh")
+_HEAD, _TAIL = _PROBE.split('[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\n')
 # The entries of site-packages, one per line: a glob, no ls (hashed here, by listing_hash). The glob
 # runs inside the folder: `*` there costs dash a quarter of what "$v"/lib/.../* does (300 entries in
 # a vLLM venv: 1.4 ms against 5.8 ms), and a match needs no test of its own (only "no match", which
-# leaves the pattern). It changes the folder, so it comes last in a probe.
-_NAMES = r"""for sp in "$v"/lib/python3*/site-packages; do
-  cd "$sp" 2>/dev/null || continue
-  set -- *; { [ -e "$1" ] || [ -L "$1" ]; } && printf '%s\n' "$@"
-done
-"""
-
-# Every line but one is the shell's own work (the probe is a subshell of the batch, engine/probe.py):
-# pyvenv.cfg is read with `read` (starting python would cost a process start on every no-op; `version*`
-# is python -m venv's `version =` and uv venv's `version_info =`),
-# site-packages is listed by _NAMES. Only the manifest costs a process: `cat` starts faster than
-# dash reads 5 KB with `read`, byte by byte (and in the batch one process reads every manifest).
-_HEAD = r"""
-v=$1
-echo "@@section python"
-if [ -x "$v/bin/python" ] && [ -f "$v/pyvenv.cfg" ]; then
-  while IFS= read -r l || [ -n "$l" ]; do case $l in version*) printf '%s\n' "$l";; esac; done < "$v/pyvenv.cfg"
-fi
-echo "@@section manifest"
-"""
-_TAIL = 'echo "@@section listing"\n' + _NAMES
-_PROBE = _HEAD + '[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\n' + _TAIL
+# leaves the pattern). It changes the folder, so it comes last in the probe.
+_NAMES = _TAIL.split('echo "@@section listing"\n')[1]
 #: In the batch, the manifests of all venvs are read by one process (steps/reads.py).
 READ = FileRead(_PROBE, _HEAD + _TAIL, 0, MANIFEST, "@@section manifest\n")
 

@@ -12,39 +12,25 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all, script
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.steps.reads import FileRead
 from gpunode.transport.base import Transport
 
 STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 
-# One find over the source and the staged copy (each line starts with its folder, %H), sorted
-# here; the rest is the shell's own work but the manifest's cat and df: no sort, tail or dirname,
-# and only gn_* variables, so that the batch runs it as a function call (FileRead.inline). The
-# memory bound comes from the facts (System.memory_bound), read in the same round trip.
+# weights_probe.sh: one find over the source and the staged copy (each line starts with its folder,
+# %H), sorted here; the rest is the shell's own work but the manifest's cat and df: no sort, tail or
+# dirname, and only gn_* variables, so that the batch runs it as a function call (FileRead.inline).
+# The memory bound comes from the facts (System.memory_bound), read in the same round trip.
 # -L: links in the source are the files they point to, as the facts' listing and the servers see
 # them (a Hugging Face cache snapshot is a folder of links into blobs/); the copy holds files.
 # @@work: the script's work folder is beside the copy, so a run was cut after its last rename and
 # before its end; the copy is not called staged until a run has removed it.
-_HEAD = r"""
-gn_src=$1 gn_dest=$2
-echo "@@section found"
-if [ ! -d "$gn_src" ]; then echo "@@missing"
-elif [ -d "$gn_dest" ]; then find -L "$gn_src" "$gn_dest" -type f -printf '%H\t%P\t%s\t%T@\n'
-else find -L "$gn_src" -type f -printf '%H\t%P\t%s\t%T@\n'; fi
-[ ! -d "${gn_dest%/*}/.gpunode-work.${gn_dest##*/}" ] || echo "@@work"
-echo "@@section manifest"
-"""
-_TAIL = r"""echo "@@section space"
-gn_parent=$gn_dest
-while [ ! -d "$gn_parent" ]; do
-  case $gn_parent in */*) gn_parent=${gn_parent%/*}; gn_parent=${gn_parent:-/} ;; *) gn_parent=. ;; esac
-done
-df -B1 --output=avail,size "$gn_parent"
-"""
+_PROBE = script(__file__, "weights_probe.sh")
 _CAT = '[ ! -f "$gn_dest/.gpunode-manifest" ] || cat "$gn_dest/.gpunode-manifest"\n'
-_PROBE = _HEAD + _CAT + _TAIL
+# Before the manifest's cat (found, work), and after it (the df of where the copy goes).
+_HEAD, _TAIL = _PROBE.split(_CAT)
 # Where the facts already say how much room there is (/dev/shm: their one df), the probe runs no df.
 _PROBE_KNOWN = _HEAD + _CAT
 #: In the batch, the manifest is read by one process with the venvs' (steps/reads.py), and what
