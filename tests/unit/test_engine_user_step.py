@@ -15,6 +15,7 @@ from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Pass
 from gpunode.steps.files import File
 from gpunode.testing import converge
 from gpunode.transport import LocalTransport
+from tests.unit.engine_helpers import CountingTransport
 
 # What a user's module would hold: its own probe, and one pass that answers for all its steps.
 _COUNT = 'if [ -r "$1" ]; then grep -cxF -e "$2" -- "$1"; else echo 0; fi || :'
@@ -98,3 +99,22 @@ def test_a_pass_runs_once_over_every_path_asked_and_each_step_reads_its_own_answ
     got = probe.run_batch(LocalTransport(), [s.batched() for s in steps])
     own = [LocalTransport().run(s.probe()) for s in steps]
     assert [p.output for p in got] == [r.stdout for r in own] == ["1\n", "0\n", "0\n"]
+
+
+def test_a_pass_whose_reading_fails_leaves_its_steps_to_their_own_probe(tmp_path: Path):
+    (tmp_path / "a.conf").write_text("x=1\n")
+
+    def broken(output: Probe, paths: list[Hashable]) -> dict:
+        raise ValueError("an output this parser did not expect")
+
+    @dataclass
+    class Fragile(HasLine):
+        def batched(self) -> Batched:
+            return Batched(tuple(self.probe()), asks=((Pass("fragile", LINES.command, broken), self.path),),
+                           answer=lambda own, got: Probe(0, f"{got[0][self.path].count(self.line)}\n"))
+
+    steps = [Fragile(str(tmp_path / "a.conf"), "x=1"), Fragile(str(tmp_path / "a.conf"), "y=2")]
+    counted = CountingTransport()
+    got = probe.run_batch(counted, [s.batched() for s in steps])
+    assert [p.output for p in got] == ["1\n", "0\n"]  # what their own probes print
+    assert len(counted.commands) == 2  # the batch, then the two own probes in one more

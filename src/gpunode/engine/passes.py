@@ -14,8 +14,9 @@ as the pending handlers' probe), the commands of those that ask one too, then th
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpunode.steps.base import Batched, Pass, Probe
 
@@ -42,14 +43,23 @@ class Folded:
     def unfold(self, results: Sequence[Probe]) -> list[Probe | None]:
         it = iter(results)
         own = {i: next(it) for i in self.own}
-        read = {p: p.read(next(it), self.asked[p]) for p in self.passes}
+        read = {p: _guarded(p.read, next(it), self.asked[p]) for p in self.passes}
         out: list[Probe | None] = []
         for i, item in enumerate(self.items):
             if item.answer is None:
                 out.append(own.get(i))
             else:
-                out.append(item.answer(own.get(i), tuple(read[p] for p, _ in item.asks)))
+                out.append(_guarded(item.answer, own.get(i), tuple(read[p] for p, _ in item.asks)))
         return out
+
+
+def _guarded(read: Callable[..., Any], *args: Any) -> Any:
+    """A pass's reading or a step's answer; None where it fails (a user's parser that meets an
+    output it did not expect): those steps then run their own probe, whose output their check judges."""
+    try:
+        return read(*args)
+    except Exception:  # noqa: BLE001 - the step's own probe is the fallback, never a guess
+        return None
 
 
 def _batched(item: Item) -> Batched:

@@ -1,8 +1,9 @@
 """The step contract: probe, check, apply.
 
 A step is one idempotent resource (a package set, a file, a unit). The engine
-runs every step's `probe` argv in ONE batched script per target, hands each
-step its own output, and asks `check` for an Outcome: a Change (what would be
+runs every step's `probe` argv in ONE batched script per target (or what the step's
+`batched()` says instead: a share of a Pass, one command that reads for many steps),
+hands each step its own output, and asks `check` for an Outcome: a Change (what would be
 done, with a diff for files) or a NoChange with a sentence saying why nothing
 is needed. Only then, and only outside check mode, does it call `apply`.
 
