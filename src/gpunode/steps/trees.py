@@ -11,31 +11,14 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
 
-# One hash over the relative names and contents of every source file, in a fixed order.
-_STAMP = r"""for d in "$@"; do
-  [ -d "$d" ] && (cd "$d" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0r sha256sum)
-done | sha256sum | cut -c1-32"""
-
-_PROBE = r"""
-dest=$1; shift
-cat "$dest/.gpunode-overlay" 2>/dev/null || echo none
-for d in "$@"; do [ -d "$d" ] || echo "@@missing $d"; done
-""" + _STAMP + "\n"
-
-# The stamp is taken before the copy, so a source that changes during it is copied again next run.
-_APPLY = r"""
-set -e
-dest=$1; shift
-missing=; for d in "$@"; do [ -d "$d" ] || { echo "not there: $d"; missing=1; }; done
-[ -z "$missing" ] || exit 3
-stamp=$(""" + _STAMP + r""")
-mkdir -p "$dest"
-for d in "$@"; do cp -a "$d/." "$dest/"; done
-printf '%s\n' "$stamp" > "$dest/.gpunode-overlay.tmp"
-mv -f "$dest/.gpunode-overlay.tmp" "$dest/.gpunode-overlay"
-"""
+# Both take the same stamp: one hash over the relative names and contents of every source file, in
+# a fixed order (the run after a copy is a no-op only where the two files say it alike:
+# tests/unit/test_steps_trees.py). The apply takes it before the copy, so a source that changes
+# during it is copied again next run.
+_PROBE = script(__file__, "overlay_probe.sh")
+_APPLY = script(__file__, "overlay_apply.sh")
 
 
 @dataclass
