@@ -148,11 +148,12 @@ class File(Step):
         return ["sh", "-c", _FILE_PROBE, "sh", self.path, self.sha256, str(DIFF_LIMIT), str(len(self.data))]
 
     def batched(self) -> Batched:
-        # A sensitive file is hashed on the target: its content stays there.
-        if self.sensitive:
-            return reads.file_like("file", self.probe(), self.path, SHA_ON_STDIN, 0, False)
-        return reads.file_like("file", self.probe(), self.path, self.sha256, DIFF_LIMIT,
-                               len(self.data) <= reads.READ_LIMIT)
+        # From its probe's own words (the content is hashed once): the desired sha256, how much of the
+        # old content the diff may show (0: a secret, hashed on the target, its content stays there)
+        # and the size.
+        argv = self.probe()
+        sha, limit, size = argv[5], int(argv[6]), int(argv[7])
+        return reads.file_like("file", argv, self.path, sha, limit, limit != 0 and size <= reads.READ_LIMIT)
 
     def check(self, probe: Probe) -> Outcome:
         if not probe.ok:
