@@ -18,9 +18,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gpunode import shell
 from gpunode.engine import inline
 from gpunode.engine.lock import guard, lost, lost_error
-from gpunode.steps.base import script
 from gpunode.transport.base import Transport
 
 JOURNAL = "journal.jsonl"
@@ -86,7 +86,7 @@ def format_pending(entries: Iterable[Pending]) -> str:
 # Read with the shell's own `read`, in the batch's own shell (engine/inline.py): no process start.
 # A last line without its newline (torn by a crash) is printed too; parse_pending judges it.
 # Sent without its file's last newline, as before it was a file: the batch recorded on a target keeps its digest.
-_PENDING = inline.mark(script(__file__, "pending_probe.sh").rstrip("\n"))
+_PENDING = inline.mark(shell.script("gpunode.engine", "pending_probe.sh").rstrip("\n"))
 
 
 def pending_probe(state_dir: str) -> list[str]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps import reuse
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all, script
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import AptSink, Line, Progress
 from gpunode.transport.base import Transport
 
@@ -24,7 +24,7 @@ _NOT_FOUND = re.compile(r"^dpkg-query: no packages found matching (\S+)$")
 
 FORMAT = "${Package}\\t${db:Status-Abbrev}\\t${Version}\\n"
 
-_INSTALL = script(__file__, "apt_install.sh")
+_INSTALL = shell.script("gpunode.steps", "apt_install.sh")
 
 
 def _installed(abbrev: str) -> bool:

@@ -20,11 +20,9 @@ only (gpunode.shell quotes them).
 
 from __future__ import annotations
 
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from gpunode import shell
@@ -57,17 +55,6 @@ def inline(script: str) -> str:
     """The script, known from now on to be safe to run in the batch's own shell."""
     INLINE.add(script)
     return script
-
-
-def script(anchor: str, name: str) -> str:
-    """The shell script `name` kept beside the module `anchor` (its __file__), as sent to targets:
-    without the lines that are only a shellcheck directive (`# shellcheck shell=sh`: the file has
-    no shebang, it runs as `sh -c`), which the target has no use for."""
-    text = Path(anchor).with_name(name).read_text(encoding="utf-8")
-    return "".join(line for line in text.splitlines(keepends=True) if not _DIRECTIVE.match(line))
-
-
-_DIRECTIVE = re.compile(r"[ \t]*# shellcheck [a-z]+=")
 
 
 @dataclass(frozen=True, eq=False)

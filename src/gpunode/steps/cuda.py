@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode import shell
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 
-_PROBE = script(__file__, "libcuda_probe.sh")
+_PROBE = shell.script("gpunode.steps", "libcuda_probe.sh")
 
-_APPLY = script(__file__, "libcuda_link.sh")
+_APPLY = shell.script("gpunode.steps", "libcuda_link.sh")
 
 
 @dataclass

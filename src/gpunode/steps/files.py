@@ -19,18 +19,18 @@ from typing import Any, ClassVar
 from gpunode import searchpath, shell
 from gpunode.errors import StepError, tail
 from gpunode.steps import reads
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, script
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step
 from gpunode.steps.render import render_from
 from gpunode.transport.base import SHA_ON_STDIN, Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
 
 # $4, the desired size, is not read by the script (it was how the batch once knew the file's size).
-_FILE_PROBE = script(__file__, "file_probe.sh")
-_DIR_PROBE = script(__file__, "dir_probe.sh")
-_LINK_PROBE = script(__file__, "link_probe.sh")
+_FILE_PROBE = shell.script("gpunode.steps", "file_probe.sh")
+_DIR_PROBE = shell.script("gpunode.steps", "dir_probe.sh")
+_LINK_PROBE = shell.script("gpunode.steps", "link_probe.sh")
 # ln into a temp name, then rename over the path: the link is never absent.
-_LINK_APPLY = script(__file__, "link_apply.sh")
+_LINK_APPLY = shell.script("gpunode.steps", "link_apply.sh")
 
 _DIR_APPLY = 'set -e; mkdir -p -- "$1"; chmod "$2" "$1"; [ -z "$3" ] || chown "$3" "$1"'
 

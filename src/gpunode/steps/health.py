@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from gpunode import shell
 from gpunode.errors import StepError, tail
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step, script
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.transport.base import Transport
 
@@ -37,22 +37,22 @@ class Endpoint:
 # Every request is sent before any answer is read, so the servers answer side by side (each is
 # its own process): 3 endpoints in container 200 took ~5 ms one after another, ~4 ms so.
 # args: host port path ... -- curl argv.
-_STATUS = script(__file__, "health_status.sh")
+_STATUS = shell.script("gpunode.steps", "health_status.sh")
 
 
 # Every round polls each endpoint that is not ready yet and prints one `@@progress` line with
 # every server's state ("cpu0 ready, cpu1 loading 40s"); args: grace, then name unit url path.
-_WAIT = script(__file__, "health_wait.sh")
+_WAIT = shell.script("gpunode.steps", "health_wait.sh")
 
 # A router admits a worker only after its own health checks pass, so the first
 # requests through it may get 503 for a few seconds: retry until the deadline.
-_ASK = script(__file__, "health_ask.sh")
+_ASK = shell.script("gpunode.steps", "health_ask.sh")
 
 # Answering a completion is not the same as having every worker: the router keeps a worker that
 # failed its first health check out of rotation until a later check (seen in the lab right after
 # a provision: /workers listed cpu0 only). Wait until /workers lists every server healthy; a
 # router without /workers (nothing that looks like a worker list) is not waited for.
-_ADMITTED = script(__file__, "health_admitted.sh")
+_ADMITTED = shell.script("gpunode.steps", "health_admitted.sh")
 
 
 @dataclass

@@ -16,15 +16,16 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step, script
+from gpunode.steps.base import Change, NoChange, Outcome, Probe, Step
 from gpunode.transport.base import Transport
 
 # Listing lines are "type<TAB>path<TAB>mode<TAB>link target", sorted bytewise; then sha256sum's
 # lines for the regular files. tree_digest() below builds the very same text locally.
-_DIGEST = script(__file__, "tree_digest.sh")
+_DIGEST = shell.script("gpunode.steps", "tree_digest.sh")
 
-_SWAP = script(__file__, "tree_swap.sh")
+_SWAP = shell.script("gpunode.steps", "tree_swap.sh")
 
 _KIND = {stat.S_IFDIR: "d", stat.S_IFREG: "f", stat.S_IFLNK: "l"}
 

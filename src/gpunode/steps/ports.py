@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from gpunode import shell
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 
-_PROBE = script(__file__, "answering_probe.sh")
+_PROBE = shell.script("gpunode.steps", "answering_probe.sh")
 
-_WAIT = script(__file__, "answering_wait.sh")
+_WAIT = shell.script("gpunode.steps", "answering_wait.sh")
 
 
 def down(urls: list[str], probe_output: str) -> list[str]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpunode import shell
-from gpunode.steps.base import Batched, Pass, Probe, inline, script
+from gpunode.steps.base import Batched, Pass, Probe, inline
 
 # Records of four NUL-terminated fields: name, type, "mode user group size", %N (name -> target).
 # "/" goes first: when it is not in the answer, this stat is not GNU's and every step probes itself.
@@ -35,11 +35,11 @@ _STAT = inline("QUOTING_STYLE=literal stat --printf '%n\\0%F\\0%a %U %G %s\\0%N\
 # Regular files only (a fifo would block the read); -z: "hash  name" records end in NUL.
 # Both are sent without their file's last newline, as they were before they were files: the batch
 # recorded on a target (engine/recorded.py) keeps its digest, so an upgrade costs no round trip.
-_HASH = inline(script(__file__, "reads_hash.sh").rstrip("\n"))
+_HASH = inline(shell.script("gpunode.steps", "reads_hash.sh").rstrip("\n"))
 # The manifests (FileRead), then, after "--", the small files read whole (not through a symlink:
 # the stat pass reports the link), each line as "path NUL line" (-H -Z): no content can pass for
 # another file's.
-_READ = inline(script(__file__, "reads_grep.sh").rstrip("\n"))
+_READ = inline(shell.script("gpunode.steps", "reads_grep.sh").rstrip("\n"))
 # Files up to this size come back whole from the grep; a managed unit or env file is ~1 KiB.
 READ_LIMIT = 64 * 1024
 

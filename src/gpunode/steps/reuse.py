@@ -33,18 +33,19 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from gpunode.steps.base import inline, script
+from gpunode import shell
+from gpunode.steps.base import inline
 
 # The dpkg-query of steps/apt.py (its FORMAT) and the systemctl show of steps/systemd.py (its
 # PROPERTIES, and their count: 5) are written out in these scripts; tests/unit/test_engine_inline.py
 # checks that they agree.
-PACKAGES = inline(script(__file__, "reuse_dpkg.sh"))
+PACKAGES = inline(shell.script("gpunode.steps", "reuse_dpkg.sh"))
 # Per unit: its signature (empty: ask systemd), then its stored block or a place in ONE
 # systemctl show of every unit that is asked; the blocks come out in the order of "$@".
 # $1 names the store (reuse-units-<key>: one per list of units), sourced in one read: a line
 # `gn_old_<i>='<signature>' gn_out_<i>='<block>'` for each unit of the list (empty where none is
 # stored). Line by line with `read`, the store cost dash one read(2) per byte.
-UNITS = inline(script(__file__, "reuse_units.sh"))
+UNITS = inline(shell.script("gpunode.steps", "reuse_units.sh"))
 
 
 def key(names: Sequence[str]) -> str:

@@ -1,8 +1,8 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC3013
+# SC3013: dash, bash and busybox sh all have [ -ef ].
 gn_print() { while IFS= read -r gn_l; do printf '%s\n' "$gn_l"; done < "$1"; }
 gn_c="$GN_STATE/reuse-dpkg-$1"; shift
 gn_pending() { for gn_u in /var/lib/dpkg/updates/*; do [ -e "$gn_u" ] && return 0; done; return 1; }
-# shellcheck disable=SC3013  # dash, bash and busybox sh all have -ef
 if [ -n "$GN_STATE" ] && [ -s "$gn_c.out" ] && [ /var/lib/dpkg/status -ef "$gn_c.status" ] && ! gn_pending; then
   gn_print "$gn_c.out"
 else

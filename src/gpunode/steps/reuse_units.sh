@@ -1,4 +1,5 @@
-# shellcheck shell=sh
+# shellcheck shell=sh disable=SC1007,SC2086
+# SC1007: the empty assignments are meant; SC2086: $gn_miss is split on purpose (unit names hold no spaces, checked above).
 gn_c="$GN_STATE/reuse-units-$1"; shift
 gn_nl='
 '
@@ -10,7 +11,6 @@ for gn_f in /etc/systemd/system/*.wants/* /etc/systemd/system/*.requires/* /run/
   if [ -L "$gn_f" ]; then gn_links="$gn_links L$gn_f"; elif [ -e "$gn_f" ]; then gn_links="$gn_links $gn_f"; fi
 done
 [ -z "$GN_STATE" ] || command . "$gn_c" 2>/dev/null
-# shellcheck disable=SC1007  # empty on purpose
 gn_i=0 gn_miss= gn_dirty=
 for gn_u; do
   gn_i=$((gn_i + 1)) gn_p=
@@ -37,7 +37,6 @@ for gn_u; do
 done
 gn_k=0 gn_rc=0
 if [ -n "$gn_miss" ]; then
-  # shellcheck disable=SC2086  # split on purpose: unit names hold no spaces (checked above)
   gn_o=$(systemctl show -pLoadState -pUnitFileState -pActiveState -pSubState -pNeedDaemonReload -- $gn_miss 2>&1) || gn_rc=$?
   gn_b=
   while IFS= read -r gn_l; do

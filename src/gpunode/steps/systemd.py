@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from gpunode import shell
 from gpunode.errors import StepError, tail
 from gpunode.steps import reuse
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Pass, Probe, Step, run_all, script
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Pass, Probe, Step, run_all
 from gpunode.steps.files import File, Template
 from gpunode.transport.base import Transport
 
@@ -34,10 +34,10 @@ _UNIT_NAME = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|pat
 _COUNTS_AS_ENABLED = {"enabled", "enabled-runtime", "static", "indirect", "generated", "alias"}
 _RUNNING = {"active", "activating", "reloading"}
 
-_SERVICE_APPLY = script(__file__, "service_apply.sh")
+_SERVICE_APPLY = shell.script("gpunode.steps", "service_apply.sh")
 # The copy is verified under its own name (systemd derives the unit's type from it), in a
 # folder of its own so that the unit systemd loads now is not touched.
-_VERIFY = script(__file__, "unit_verify.sh")
+_VERIFY = shell.script("gpunode.steps", "unit_verify.sh")
 
 
 def _blocks(shown: Probe, names: list[Hashable]) -> dict[Hashable, str] | None:

@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, script
+from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 
 # Both take the same stamp: one hash over the relative names and contents of every source file, in
 # a fixed order (the run after a copy is a no-op only where the two files say it alike:
 # tests/unit/test_steps_trees.py). The apply takes it before the copy, so a source that changes
 # during it is copied again next run.
-_PROBE = script(__file__, "overlay_probe.sh")
-_APPLY = script(__file__, "overlay_apply.sh")
+_PROBE = shell.script("gpunode.steps", "overlay_probe.sh")
+_APPLY = shell.script("gpunode.steps", "overlay_apply.sh")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpunode import shell
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all, script
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import InstallSink, Line, Progress
 from gpunode.steps.reads import FileRead
 from gpunode.transport.base import WRITE, Transport, write_argv
@@ -36,7 +36,7 @@ LOCKED = "gpunode-requirements.txt"
 # site-packages is listed by _NAMES. Only the manifest costs a process: `cat` starts faster than
 # dash reads 5 KB with `read`, byte by byte (and in the batch one process reads every manifest: the
 # probe runs without that line, _HEAD + _TAIL).
-_PROBE = script(__file__, "venv_probe.sh")
+_PROBE = shell.script("gpunode.steps", "venv_probe.sh")
 _HEAD, _TAIL = _PROBE.split('[ ! -f "$v/gpunode-lock.json" ] || cat "$v/gpunode-lock.json"\n')
 # The entries of site-packages, one per line: a glob, no ls (hashed here, by listing_hash). The glob
 # runs inside the folder: `*` there costs dash a quarter of what "$v"/lib/.../* does (300 entries in

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from gpunode import shell
 from gpunode.errors import StepError
-from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all, script
+from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step, run_all
 from gpunode.steps.progress import Line, Progress, ProgressSink
 from gpunode.steps.reads import FileRead
 from gpunode.transport.base import Transport
@@ -27,7 +27,7 @@ STAGE_SCRIPT = "/usr/local/lib/gpunode/stage-weights.sh"
 # them (a Hugging Face cache snapshot is a folder of links into blobs/); the copy holds files.
 # @@work: the script's work folder is beside the copy, so a run was cut after its last rename and
 # before its end; the copy is not called staged until a run has removed it.
-_PROBE = script(__file__, "weights_probe.sh")
+_PROBE = shell.script("gpunode.steps", "weights_probe.sh")
 _CAT = '[ ! -f "$gn_dest/.gpunode-manifest" ] || cat "$gn_dest/.gpunode-manifest"\n'
 # Before the manifest's cat (found, work), and after it (the df of where the copy goes).
 _HEAD, _TAIL = _PROBE.split(_CAT)
