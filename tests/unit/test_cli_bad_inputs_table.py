@@ -27,7 +27,7 @@ from tests.unit.test_cli_badinput import CONFIG, DATA, GOOD, H200, OFFLINE, PROV
 
 QWEN3 = (DATA / "models" / "qwen3-vl-8b-instruct" / "config.json").read_text()
 DEADLINE_S = 30
-PLAN = [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "gpus=[0]"]  # plans from the 1-GPU snapshot, no target
+PLAN = [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "gpus=[0]", "--set", "tp=1"]  # the 1-GPU snapshot, no model
 SMI = ["resolve", "--nvidia-smi", "{d}/smi.txt", "--model", "{d}/model"]
 FIFO, ZERO = ("fifo",), ("link", "/dev/zero")
 MODEL = {"model/config.json": CONFIG}

@@ -163,7 +163,7 @@ ROWS = [
      OFFLINE, ["model: model.safetensors.index.json is not valid JSON"]),
     ("base-port-past-65535", {"snap": ("copy", H200), "snap/nvidia_query.txt": ("copy", X8 / "query-gpu.csv"),
                               "snap/nvidia_smi.txt": ("copy", X8 / "nvidia-smi.txt")},
-     [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "base_port=65535"],
+     [*PROVISION[:-1], "--facts", "{d}/snap", "--set", "tp=1", "--set", "base_port=65535"],
      ["base_port=65535 gives 8 servers the ports 65535..65542"]),
 ]
 

@@ -114,7 +114,7 @@ def test_a_number_given_badly_is_still_named_with_its_range(tmp_path, capsys, mo
 def test_extra_vars_from_a_file_and_from_the_line(tmp_path, capsys):
     from gpunode.cli.main import main
 
-    (tmp_path / "vars.yml").write_text("mem_fraction: 0.55\nmodel_path: /dev/shm/m\n")
+    (tmp_path / "vars.yml").write_text("mem_fraction: 0.55\nmodel_path: /dev/shm/m\ntp: 1\n")
 
     def mem_fraction(*extra: str) -> str:
         main(["gpunode", "resolve", "--facts", str(H200), "-e", f"@{tmp_path}/vars.yml", *extra, "-j"])  # exit 0

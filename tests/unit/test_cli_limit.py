@@ -37,6 +37,7 @@ groups:
   cloud: {hosts: [rented]}
 vars:
   model_source: /mnt/models/m
+  tp: 1     # the snapshot holds no model folder to size: one GPU per server, said here
 """
 
 

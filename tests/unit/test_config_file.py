@@ -22,7 +22,7 @@ ENV = ("GPUNODE_INVENTORY", "GPUNODE_FORKS", "GPUNODE_KNOWN_HOSTS", "GPUNODE_CON
 def inventory(folder: Path, host: str) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "hosts.yml").write_text(f"hosts:\n  {host}:\n    address: 127.0.0.1\n    port: 1\n"
-                                      "vars: {model_source: /mnt/models/m}\n")
+                                      "vars: {model_source: /mnt/models/m, tp: 1}\n")
     return folder
 
 

@@ -28,7 +28,7 @@ hosts:
     address: 127.0.0.1
     port: 1
     containers:
-      200: {gpus: [0], vars: {model_source: /mnt/models/m}}
+      200: {gpus: [0], vars: {model_source: /mnt/models/m, tp: 1}}
 """
 
 

@@ -49,6 +49,7 @@ cloud
 [gpu:vars]
 model_source=/mnt/models/Qwen3.6-27B
 mem_fraction=0.8
+tp=1
 """
 
 

@@ -72,7 +72,7 @@ def test_offline_explain_shows_reasons_and_sources(qwen36_dir: Path):
 
 def test_snapshot_with_a_set_variable(tmp_path: Path):
     out = gpunode("resolve", "--facts", str(DATA / "snapshots" / "h200"), "--set", "model_path=/dev/shm/m",
-                  "--set", "mem_fraction=0.85", "--json")
+                  "--set", "tp=1", "--set", "mem_fraction=0.85", "--json")
     assert out.returncode == 0, out.stderr
     plan = json.loads(out.stdout)
     argv = plan["servers"][0]["argv"]

@@ -12,7 +12,7 @@ import pytest
 
 from gpunode.errors import ResolveError
 from gpunode.facts.model import parse_model
-from gpunode.facts.types import Driver
+from gpunode.facts.types import Driver, Model
 from gpunode.resolve import resolve
 from tests.unit.resolve_facts import DATA, on
 
@@ -81,6 +81,33 @@ def test_a_model_of_a_family_the_estimate_does_not_know_is_not_planned_on_a_gues
     assert isinstance(result, ResolveError)
     assert "unknown size" in result.message and "brand_new_arch" in result.message
     assert "tp:" in result.hint and "index" in result.hint
+
+
+@pytest.mark.parametrize("model_facts", [None, Model(path="/mnt/models/Kimi-K2-Instruct", exists=False)],
+                         ids=["no-model-folder", "folder-not-there-yet"])
+def test_a_model_of_unknown_size_is_refused_naming_the_target_and_what_to_set(model_facts):
+    """No plan assumes a fit (issue 28): with no size known, one server per 24 GB L4 could be a 1 TB model."""
+    result = outcome_of(on("l4-x1", model=model_facts))
+    assert isinstance(result, ResolveError), result.topology
+    assert result.target == "l4-x1" and "size is unknown" in result.message
+    assert "tp:" in result.hint and "model_source" in result.hint
+    if model_facts is not None:
+        assert "/mnt/models/Kimi-K2-Instruct does not exist yet" in result.message
+
+
+def test_tp_given_by_the_inventory_is_the_users_decision_when_the_size_is_unknown():
+    plan = resolve(on("h100-x8", model=None), {"tp": 2, "model_path": "/mnt/models/m"})
+    assert plan.topology.tp == 2 and len(plan.servers) == 4
+    why = plan.decision("topology").reason
+    assert "tp: 2 set by the inventory" in why and "was not checked" in why
+    assert not any("assumes" in w for w in plan.warnings)
+
+
+def outcome_of(facts):
+    try:
+        return resolve(facts, {"model_path": "/mnt/models/m"})
+    except ResolveError as exc:
+        return exc
 
 
 @pytest.mark.parametrize("name", ["qwen3-30b-a3b-fp8", "minimax-m2.5"])

@@ -51,21 +51,23 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
             raise ResolveError(f"tp: {tp} does not fit the model: {fit}", target=facts.target,
                                hint=f"raise tp (up to {n}) or lower the model's size (a quantized checkpoint)")
         why = f"tp: {tp} set by the inventory"
+        if not size:
+            why += f"; {_no_size(rule)}, so whether it fits was not checked: the inventory's decision"
     elif not size and rule.model and rule.model.size_source.startswith("unknown size"):
         # a guess could be far too small (a 99 GB model planned on one 80 GB GPU): ask instead
         raise ResolveError(f"{rule.label}: {rule.model.size_source}", target=facts.target,
                            hint="stage the weights (their files give the size), put the model's "
                                 "model.safetensors.index.json beside config.json (its metadata.total_size), "
                                 "or set tp: to the tensor-parallel size the model needs")
-    elif not size or not usable:
-        tp = 1
-        why = "one server per GPU; the model's size or the GPU memory is unknown, so fit was not checked"
-        trail.warn("model size or GPU memory unknown: the plan assumes the weights fit one GPU")
-    elif size <= usable:
+    elif not size:
+        # no plan assumes a fit (issue 28): one server per GPU could be a 1 TB model on a 24 GB card
+        raise ResolveError(f"{_no_size(rule)}, so the plan cannot tell how many GPUs one server needs",
+                           target=facts.target, hint=NO_SIZE_HINT)
+    elif usable is not None and size <= usable:   # usable is known here: refused above otherwise
         tp = 1
         why = "the weights fit one GPU, so each GPU runs its own server (data parallelism, no NCCL)"
     else:
-        tp = next((t for t in (2, 4, 8, 16) if t <= n and size / t <= usable), 0)
+        tp = next((t for t in (2, 4, 8, 16) if t <= n and usable and size / t <= usable), 0)
         if not tp:
             raise DoesNotFit(f"{rule.label} does not fit on {n} GPU(s): {fit}", target=facts.target,
                              hint="use more or larger GPUs, a lower-precision checkpoint, or a higher mem_fraction; "
@@ -139,6 +141,20 @@ class Nodes:
 
 
 MEMORY_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv"
+
+
+NO_SIZE_HINT = ("point model_source at the model's folder (its config.json and model.safetensors.index.json give "
+                "the size; with --nvidia-smi, pass --model FOLDER), or set tp: to the tensor-parallel size the "
+                "model needs (tp: 1 when the weights fit one GPU)")
+
+
+def _no_size(rule: ModelRule) -> str:
+    m = rule.model
+    if m is None:
+        return "the model's size is unknown: the facts hold no model folder to read it from"
+    if not m.exists:
+        return f"the model's size is unknown: its folder {m.path} does not exist yet"
+    return f"the size of {rule.label} is unknown ({m.size_source or 'no weights, index or config tell it'})"
 
 
 def _unknown_memory(gpus: GpuSet, label: str, size: int, usable: float | None) -> str:
