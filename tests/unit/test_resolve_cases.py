@@ -174,8 +174,10 @@ def test_b200_recorded_driver_575_gets_the_cuda12_pinset_with_trtllm_mha():
     assert plan.pinset == "cu12-legacy"
     assert "cu13-latest (driver 575.57.08 < 580" in plan.decision("pin set").reason
     argv = flags_of(plan.servers[0].argv)
-    # sglang 0.5.10.post1 picks triton itself for Qwen3.5 on sm_100 (derived data): no flag
-    assert backend_of(plan) == "triton" and "--attention-backend" not in argv
+    # sglang 0.5.10.post1 would pick triton itself for Qwen3.5 on sm_100 (derived data); the cookbooks'
+    # B200 recipe (models.yml attention_prefer) passes trtllm_mha
+    assert argv["--attention-backend"] == "trtllm_mha"
+    assert "would pick triton itself" in plan.decision("attention backend").reason
     assert argv["--mm-attention-backend"] == "fa4"
     assert "--mamba-scheduler-strategy" not in argv      # left to SGLang
     assert [p.requirement for p in plan.packages][1] == "torch==2.9.1+cu129"
@@ -188,7 +190,7 @@ def test_b200_with_driver_580_gets_cuda13():
     facts = on("b200-x8")
     plan = resolve(replace(facts, driver=replace(facts.driver, version="580.95.05", cuda="13.0")))
     assert plan.pinset == "cu13-latest"
-    assert backend_of(plan) == "triton"      # sglang 0.5.23's own pick for Qwen3.5 on sm_100
+    assert backend_of(plan) == "trtllm_mha"  # the cookbooks' B200 recipe over sglang 0.5.23's own triton
     assert "cccl-overlay" in fix_ids(plan)  # the container's nvcc is 12.8, so pip's 13.0 is used
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from gpunode.facts.types import Driver
 from gpunode.resolve import explain, resolve
 from gpunode.resolve.load import load
@@ -62,3 +64,50 @@ def test_the_inventorys_choice_still_wins_over_sglangs():
     kb = with_pick("cu13-latest", "12.0", "flashinfer")
     plan = resolve(field_notes(), {"attention_backend": "trtllm_mha"}, kb=kb)
     assert flags_of(plan.servers[0].argv)["--attention-backend"] == "trtllm_mha"
+
+
+# The recorded B200 (driver 575.57.08) with a driver every pin set accepts, so each pinned sglang is asked.
+B200 = "b200-x8"
+SGLANG = [p.id for p in KB.pinsets if p.engine == "sglang"]
+
+
+def b200(name: str):
+    from tests.unit.test_resolve_model_fit import model
+
+    return replace(on(B200, model=model(name)), driver=Driver("580.95.05", "13.0"))
+
+
+@pytest.mark.parametrize("pinset", SGLANG)
+@pytest.mark.parametrize("name", ["qwen3.6-27b-nvfp4", "qwen3.6-35b-a3b-nvfp4"])
+def test_qwen3_5_on_b200_runs_the_cookbooks_trtllm_mha_over_sglangs_own_triton(name, pinset):
+    """The rule with a source (models.yml attention_prefer): SGLang's own pick there is triton (the derived
+    data of every pin set), the cookbooks run trtllm_mha on B200; the reason says both."""
+    plan = resolve(b200(name), {"pinset": pinset})
+    assert flags_of(plan.servers[0].argv)["--attention-backend"] == "trtllm_mha"
+    d = plan.decision("attention backend")
+    own = KB.sglang_pick(pinset, plan.model["architectures"][0], "10.0")["attention_backend"]
+    assert own == "triton" and "cookbook" in d.reason and "would pick triton itself" in d.reason
+    assert "docs.sglang.io/cookbook/autoregressive/Qwen/Qwen3.5" in d.source and "attention_prefer" in d.rule
+    assert "attention backend: trtllm_mha" in explain(plan)
+
+
+def test_the_b200_rule_is_for_its_family_only_a_dense_qwen3_keeps_sglangs_choice():
+    plan = resolve(b200("qwen3-32b-fp8"), {"pinset": "cu13-latest"})
+    assert plan.decision("attention backend").value.startswith("left to SGLang (")
+
+
+def test_the_inventorys_backend_still_wins_over_the_family_rule():
+    plan = resolve(b200("qwen3.6-27b-nvfp4"), {"pinset": "cu13-latest", "attention_backend": "triton"})
+    assert flags_of(plan.servers[0].argv)["--attention-backend"] == "triton"
+    assert "set by the inventory" in plan.decision("attention backend").reason
+
+
+def test_a_preferred_backend_the_pinned_sglang_rejects_is_not_passed():
+    # what sglang 0.5.17 really says of trtllm_mha for this class on an H200 (the derived data), put on the B200
+    message = KB.sglang_pick("cu13-b", ARCH, "9.0")["rejects"]["--attention-backend trtllm_mha"]
+    kb = replace(KB, sglang_picks={"cu13-latest": {"Qwen3_5ForConditionalGeneration": {"10.0": {
+        "attention_backend": "triton", "rejects": {"--attention-backend trtllm_mha": message}}}}})
+    plan = resolve(b200("qwen3.6-27b-nvfp4"), {"pinset": "cu13-latest"}, kb=kb)
+    assert plan.decision("attention backend").value == "left to SGLang (triton)"
+    said = [w for w in plan.warnings if "prefers attention backend trtllm_mha" in w]
+    assert said and "only supported on Blackwell" in said[0]

@@ -193,6 +193,9 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
         trail.decide("attention backend", backend, "set by the inventory (attention_backend) and allowed here",
                      fact=fact, rule=verdict.rule, source=verdict.source)
     else:
+        preferred = _preferred(kb, p, arch, rule, fact, trail)
+        if preferred:
+            return preferred
         backend, why, source = attention.default(arch, p.version, rule.hybrid)
         own = _sglang_pick(kb, p, rule, arch.cc)
         if own is not None and _holds(arch, own, p.version, rule.hybrid):
@@ -220,6 +223,33 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
 
 
 DERIVED_SOURCE = "compat/derived/sglang-choices.yml (inv kb.refresh: the pinned sglang's own choice)"
+
+
+def _preferred(kb: KB, p: Pinset, arch: Arch, rule: ModelRule, fact: str, trail: Trail) -> list[str]:
+    """The family's recipe backend where a rule with a source says SGLang's own pick is slower there;
+    [] when no rule says so, or when the architecture's rows or the pinned sglang reject it."""
+    fam = rule.family
+    pref = next((x for x in fam.attention_prefer if arch.cc in x.cc and versions.matches(p.version, x.engine)),
+                None) if fam else None
+    if fam is None or pref is None:
+        return []
+    own = _sglang_pick(kb, p, rule, arch.cc)
+    verdict = attention.judge(arch, pref.backend, p.version, rule.hybrid)
+    refused = _sglang_rejects(kb, p, rule, arch.cc).get(f"--attention-backend {pref.backend}")
+    if verdict.level == "forbidden" or refused:
+        trail.warn(f"the {fam.name} rule prefers attention backend {pref.backend} on compute capability {arch.cc}, "
+                   f"but {refused or verdict.reason} (sglang {p.version}); SGLang's own choice is kept")
+        return []
+    instead = f"sglang {p.version} would pick {own} itself here" if own else \
+        f"what sglang {p.version} picks itself for {rule.label} is not derived"
+    trail.decide("attention backend", pref.backend,
+                 f"the {fam.name} rule for compute capability {arch.cc}: {pref.why}; {instead}",
+                 fact=fact + f"; family {fam.id}", rule=f"{fam.where} attention_prefer",
+                 source=f"{pref.source}; {DERIVED_SOURCE}" if own else pref.source)
+    if verdict.level == "warn":
+        trail.warn(f"attention backend {pref.backend}: {verdict.reason}")
+    return [flag(kb, "attention_backend", p.engine, p.version), pref.backend,
+            *_mm_attention(kb, p, arch, rule, fact, trail)]
 
 
 def _sglang_pick(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> str | None:

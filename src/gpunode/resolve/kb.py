@@ -218,6 +218,18 @@ class FamilyAttention:
 
 
 @dataclass(frozen=True)
+class AttentionPreference:
+    """A backend a family's published recipe runs where SGLang's own pick is slower: passed as
+    --attention-backend on those architectures. Whether it is legal there stays the architecture's
+    rows (gpus.yml) and the pinned sglang's own checks (compat/derived)."""
+    cc: tuple[str, ...]
+    backend: str
+    why: str
+    source: str
+    engine: str | None = None       # version specifier; None = every version
+
+
+@dataclass(frozen=True)
 class Family:
     id: str
     name: str
@@ -235,6 +247,7 @@ class Family:
     where: str
     attention: tuple[FamilyAttention, ...] = ()
     attention_kind: str = ""        # "MLA", "attention sinks": how messages name the constraint
+    attention_prefer: tuple[AttentionPreference, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from gpunode.resolve.kb import (
     KB,
     Action,
     Arch,
+    AttentionPreference,
     Entrypoint,
     EnvRow,
     ExtraArgs,
@@ -264,7 +265,8 @@ def _when(r: Reader) -> dict:
 
 def _family(r: Reader) -> Family:
     r.only({"id", "name", "architectures", "hybrid_gdn", "multimodal", "min_engine", "variants", "parsers", "mtp",
-            "mamba_strategy", "mamba_strategy_source", "extra_args", "attention", "attention_kind", "source"})
+            "mamba_strategy", "mamba_strategy_source", "extra_args", "attention", "attention_kind",
+            "attention_prefer", "source"})
     att_rows = []
     for a in (r.items("attention") if "attention" in r.node else []):
         a.only({"cc", "engine", "default", "allowed", "source"})
@@ -273,6 +275,11 @@ def _family(r: Reader) -> Family:
             raise a.fail("default", "must be one of `allowed`")
         att_rows.append(FamilyAttention(a.strings("cc"), a.text("default"), allowed, a.source(),
                                         _spec(a, "engine")))
+    prefer = []
+    for a in (r.items("attention_prefer") if "attention_prefer" in r.node else []):
+        a.only({"cc", "engine", "backend", "why", "source"})
+        prefer.append(AttentionPreference(a.strings("cc"), a.text("backend"), " ".join(a.text("why").split()),
+                                          a.source(), _spec(a, "engine")))
     variants = tuple(Variant(v.text("id"), v.text("name_pattern"), v.str_map("min_engine"), v.source())
                      for v in (r.items("variants") if "variants" in r.node else []))
     parsers = {}
@@ -292,7 +299,7 @@ def _family(r: Reader) -> Family:
         min_engine=r.str_map("min_engine"), variants=variants, parsers=parsers, mtp=mtp,
         mamba_strategy=r.text("mamba_strategy", None), mamba_strategy_source=r.text("mamba_strategy_source", ""),
         extra_args=extra, source=r.source(), where=r.where(), attention=tuple(att_rows),
-        attention_kind=r.text("attention_kind", ""),
+        attention_kind=r.text("attention_kind", ""), attention_prefer=tuple(prefer),
     )
 
 
@@ -338,6 +345,13 @@ def _cross_check(kb: KB, top: dict[str, Reader]) -> None:
             if h.default and h.default not in h.allowed:
                 raise KnowledgeBaseError(f"{a.where}: arch {a.cc}: hybrid default {h.default} not in its allowed list",
                                          hint="fix gpus.yml")
+    for f in kb.families:
+        for pref in f.attention_prefer:
+            for cc in pref.cc:
+                row = kb.arch(cc)
+                if row is None or pref.backend not in row.attention_allowed:
+                    raise KnowledgeBaseError(f"{f.where}: family {f.id} prefers {pref.backend} on compute capability "
+                                             f"{cc}, which gpus.yml does not allow there", hint="fix models.yml")
     fix_ids = [f.id for f in kb.fixes]
     if len(set(fix_ids)) != len(fix_ids):
         raise top["fixes"].fail("fixes", "duplicate fix ids")
