@@ -114,6 +114,17 @@ def test_the_field_notes_plan_flags_are_listed_with_their_kb_rows():
     assert em.removed == {"--mamba-scheduler-strategy": em.removed["--mamba-scheduler-strategy"]}
 
 
+def test_a_familys_preferred_backend_is_listed_with_its_row():
+    """The B200 plan of the recorded Qwen3.6 config passes the cookbook's trtllm_mha (models.yml attention_prefer):
+    the wheel flag test proves it through emittable()."""
+    from tests.unit.test_resolve_sglang_picks import b200
+
+    plan = resolve(b200("qwen3.6-27b-nvfp4"), {"pinset": "cu13-latest"})
+    assert ("--attention-backend", "trtllm_mha") in {(u.flag, u.value) for u in plan_uses(plan)}
+    em = emittable(KB, KB.pinset("cu13-latest"))
+    assert any("qwen3_5].attention_prefer[10.0]" in w for w in rows_of(em, "--attention-backend", "trtllm_mha"))
+
+
 def test_the_mtp_and_choice_values_are_listed_even_when_no_recorded_case_emits_them():
     em = emittable(KB, KB.pinset("cu13-latest"))
     assert {"auto", "no_buffer", "extra_buffer", "extra_buffer_lazy"} <= em.values("--mamba-radix-cache-strategy")

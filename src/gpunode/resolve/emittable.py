@@ -116,6 +116,9 @@ def _family(fam: Family, engine: str, flag_of: dict[str, str]) -> list[Use]:
         if engine == "sglang" and att is not None:
             backends = dict.fromkeys([row.default, *row.allowed])
             out += [Use(att, b, f"{where}.attention[{','.join(row.cc)}]") for b in backends if b]
+    for pref in fam.attention_prefer:
+        if engine == "sglang" and att is not None:
+            out.append(Use(att, pref.backend, f"{where}.attention_prefer[{','.join(pref.cc)}]"))
     mtp = fam.mtp.get(engine)
     if mtp:
         out += pairs(mtp.args, f"{where}.mtp")
