@@ -55,12 +55,12 @@ def test_the_plan_uses_as_many_gpus_as_the_real_size_needs(name, shape, tp):
 @pytest.mark.parametrize(("shape", "tp"), [("h100-x8", 2), ("h200-x1", 1)])
 def test_a_custom_code_model_is_sized_right_and_refused_by_sglang_itself(shape, tp):
     """99.7 GB of BF16 (DeciLM block_configs; counted as 47 GB before): two H100s or one H200. Every
-    pinned sglang refuses the repository's custom code without --trust-remote-code (derived data);
-    vLLM's plan shows the size decision."""
+    pinned sglang refuses the repository's custom code without --trust-remote-code (derived data), so
+    the plan asks for trust_remote_code; with it, the size decides the topology."""
     refused = outcome("llama-3.3-nemotron-super-49b-v1", shape)
-    assert isinstance(refused, ResolveError) and "custom code" in refused.message
+    assert isinstance(refused, ResolveError) and "trust_remote_code is off" in refused.message
     facts = replace(on(shape, model=model("llama-3.3-nemotron-super-49b-v1")), driver=Driver("580.95.05", "13.0"))
-    plan = resolve(facts, {"engine": "vllm"})
+    plan = resolve(facts, {"trust_remote_code": True})
     assert plan.topology.tp == tp, plan.decision("topology")
 
 

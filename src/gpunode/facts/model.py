@@ -357,6 +357,7 @@ def _parse_model(path: str, files_text: str | None, config_text: str | None, ind
         mtp_weights=mtp_weights(names, files, config),
         num_parameters=_num_parameters(index, whole),
         max_position_embeddings=_get(config, "max_position_embeddings"),
+        custom_code=tuple(str(k) for k in config["auto_map"]) if isinstance(config.get("auto_map"), dict) else (),
     )
 
 

@@ -103,6 +103,7 @@ class Model:
     max_position_embeddings: int | None = None
     size_source: str = ""                 # "files on disk", "...index.json metadata.total_size", "estimated ..."
     config_problem: str = ""              # why config.json / the index cannot be used ("" when they can)
+    custom_code: tuple[str, ...] = ()     # config.json's auto_map keys: the repository ships Python code
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ class Choices:
     attention_backend: str | None = None
     mamba_strategy: str | None = None
     mtp: str = "auto"
+    # run the Python code a model folder ships (config.json auto_map): off unless the inventory says so
+    trust_remote_code: bool = False
     python: str | None = None
     venv_root: str = "/opt/gpunode/venvs"
     # the cuda_fixes role's default; the plan's env points every JIT cache here (toolkit.jit_env)

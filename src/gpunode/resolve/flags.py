@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpunode.errors import ResolveError
-from gpunode.resolve import attention, conditions, versions
+from gpunode.resolve import attention, conditions, remote_code, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Arch, FamilyAttention, FlagRow, Pinset
@@ -125,6 +125,7 @@ def engine_args(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule, choices
     args: list[str] = []
     if e == "sglang":
         args.append(flag(kb, "metrics", e, v))  # Prometheus /metrics for inv status and scrapers
+    args += remote_code.args(kb, p, rule, choices.trust_remote_code, gpus.arch.cc if gpus else None, trail)
     if e == "sglang" and gpus:
         args += _attention(kb, p, gpus, rule, choices, trail)
     if e in ("sglang", "vllm"):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import attention, driver, kernels, versions
+from gpunode.resolve import attention, driver, kernels, remote_code, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -25,7 +25,7 @@ ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "vllm-cpu": "vLLM CPU"}
 
 @dataclass(frozen=True)
 class Blocked:
-    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "attention", "mamba", "nvcc"
+    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "attention", "mamba", "nvcc", "trust"
     text: str           # "driver 570.86 < 580 (CUDA 13.0)"
     have: str = ""
     need: str = ""
@@ -42,6 +42,11 @@ def sglang_rejects(kb: KB, p: Pinset, cc: str, rule: ModelRule, choices: Choices
     if not said:
         return []
     why = f"sglang {p.version}'s own checks (compat/derived/sglang-choices.yml)"
+    if said.get("rejected") and remote_code.needs_it(said["rejected"]):
+        if choices.trust_remote_code:
+            return []
+        return [Blocked("trust", f"{rule.label} ships Python code ({remote_code.shipped(rule)}) that sglang must run "
+                                 "to read its config, and trust_remote_code is off", need="trust_remote_code: true")]
     if said.get("rejected"):
         return [Blocked("model", f"sglang {p.version} refuses {arch} on compute capability {cc}: "
                                  f"{said['rejected']} ({why})")]
@@ -264,6 +269,7 @@ def unblock(b: Blocked, p: Pinset) -> str:
         "nvcc": "use a pin set whose torch is CUDA >= " + (b.need or "?"),
         "gpu": "use a pin set with a newer CUDA for this GPU",
         "kernel": "use a pin set whose kernel wheel has code for this GPU",
+        "trust": "set trust_remote_code: true",
     }.get(b.check, "see the evidence")
 
 
@@ -301,7 +307,8 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
         return ResolveError(message, target=facts.target, evidence=f"rule source: {source}\n{evidence}",
                             hint=_alternatives(kb, engine, facts, gpus, rule, choices) or
                             "add a pin set with a newer release to gpunode/compat/pinsets.yml")
-    order = ["gpu", "kernel", "driver", "glibc", "python", "machine", "attention", "nvcc"]
+    # a model every pin set refuses without trust_remote_code needs the variable whatever else blocks
+    order = ["trust", "gpu", "kernel", "driver", "glibc", "python", "machine", "attention", "nvcc"]
     common = [c for c in order if all(any(b.check == c for b in bl) for _, bl in runs)]
     check = common[0] if common else next(b.check for b in runs[0][1])
     mine = [(p, next(b for b in bl if b.check == check)) for p, bl in runs if any(b.check == check for b in bl)]
@@ -314,6 +321,8 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
         lowest = min((b.need for _, b in mine), key=versions.parse)
         message = (f"{check} {mine[0][1].have} < {lowest} needed by {scope} {name} pin set that runs "
                    f"{rule.label}{where} ({needs})")
+    elif check == "trust":      # the same model on every pin set that blocks: the variable is the way out
+        message = mine[0][1].text
     elif len({b.text for _, b in mine}) == 1:
         message = f"{mine[0][1].text}{where} (every {name} pin set that runs {rule.label})"
     else:
@@ -343,8 +352,13 @@ def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: 
         parts.append("use a pin set with a newer CUDA for this GPU")
     elif check == "kernel":
         parts.append("use a pin set whose kernel wheel has code for this GPU (compat/kernel_sms.yml)")
+    elif check == "trust":
+        parts.append("set trust_remote_code: true to let the servers run the Python files of the model folder "
+                     "(only for a model source you trust)")
     else:
         parts.append("see the evidence for each pin set")
+    if check == "trust":        # another engine or pin set reads the same config with the same transformers
+        return parts[0]
     if chosen:
         parts.append("or remove pinset:/engine_version: and let the resolver choose")
     alt = _alternatives(kb, engine, facts, gpus, rule, choices, exclude={p.id for p, _ in runs},
