@@ -111,3 +111,12 @@ def test_a_preferred_backend_the_pinned_sglang_rejects_is_not_passed():
     assert plan.decision("attention backend").value == "left to SGLang (triton)"
     said = [w for w in plan.warnings if "prefers attention backend trtllm_mha" in w]
     assert said and "only supported on Blackwell" in said[0]
+
+
+def test_the_b200_rule_yields_to_the_inventorys_no_buffer_which_sglang_refuses_with_trtllm_mha():
+    """sglang 0.5.23 asserts "no_buffer do not support trtllm_mha attention backend" (the judge met it on this
+    plan): with mamba_strategy: no_buffer the backend stays SGLang's own choice, and the plan says why."""
+    plan = resolve(b200("qwen3.6-27b-nvfp4"), {"pinset": "cu13-latest", "mamba_strategy": "no_buffer"})
+    assert "--attention-backend" not in plan.servers[0].argv
+    said = [w for w in plan.warnings if "prefers attention backend trtllm_mha" in w]
+    assert said and "no_buffer do not support trtllm_mha" in said[0]

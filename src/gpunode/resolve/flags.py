@@ -194,7 +194,7 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
         trail.decide("attention backend", backend, "set by the inventory (attention_backend) and allowed here",
                      fact=fact, rule=verdict.rule, source=verdict.source)
     else:
-        preferred = _preferred(kb, p, arch, rule, fact, trail)
+        preferred = _preferred(kb, p, arch, rule, choices, fact, trail)
         if preferred:
             return preferred
         backend, why, source = attention.default(arch, p.version, rule.hybrid)
@@ -226,7 +226,13 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
 DERIVED_SOURCE = "compat/derived/sglang-choices.yml (inv kb.refresh: the pinned sglang's own choice)"
 
 
-def _preferred(kb: KB, p: Pinset, arch: Arch, rule: ModelRule, fact: str, trail: Trail) -> list[str]:
+# sglang 0.5.23 srt/arg_groups/mamba_hook.py validate_mamba_no_buffer, as tests/test_sglang_judge.py met it
+NO_BUFFER_TRTLLM = ("AssertionError: no_buffer do not support trtllm_mha attention backend (sglang 0.5.23 "
+                    "srt/arg_groups/mamba_hook.py validate_mamba_no_buffer)")
+
+
+def _preferred(kb: KB, p: Pinset, arch: Arch, rule: ModelRule, choices: Choices, fact: str,
+               trail: Trail) -> list[str]:
     """The family's recipe backend where a rule with a source says SGLang's own pick is slower there;
     [] when no rule says so, or when the architecture's rows or the pinned sglang reject it."""
     fam = rule.family
@@ -237,6 +243,10 @@ def _preferred(kb: KB, p: Pinset, arch: Arch, rule: ModelRule, fact: str, trail:
     own = _sglang_pick(kb, p, rule, arch.cc)
     verdict = attention.judge(arch, pref.backend, p.version, rule.hybrid)
     refused = _sglang_rejects(kb, p, rule, arch.cc).get(f"--attention-backend {pref.backend}")
+    if pref.backend == "trtllm_mha" and choices.mamba_strategy == "no_buffer":
+        # the derived data judges each choice alone; this pair SGLang refuses together
+        refused = (f"mamba_strategy: no_buffer is set, and the pair is not derived (each choice is judged alone); "
+                   f"SGLang refuses it: {NO_BUFFER_TRTLLM}")
     if verdict.level == "forbidden" or refused:
         trail.warn(f"the {fam.name} rule prefers attention backend {pref.backend} on compute capability {arch.cc}, "
                    f"but {refused or verdict.reason} (sglang {p.version}); SGLang's own choice is kept")
