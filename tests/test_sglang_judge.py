@@ -40,13 +40,7 @@ KB = load()
 SGLANG = [p for p in KB.pinsets if p.engine == "sglang"]
 # Plans known to be rejected today, by pin set and model folder, each with why; strict: an entry that
 # no longer fails the judge fails the test until it is removed here.
-OPEN = {
-    ("cu12-legacy", "kimi-k2-instruct"): "Kimi-K2's config.json names custom code (auto_map) and model_type kimi_k2; "
-    "sglang 0.5.10.post1 reads it through transformers with trust_remote_code off and refuses it. The derived data is "
-    "per architecture, and DeepseekV3ForCausalLM's reference (DeepSeek-R1, deepseek_v3) is read without it, so the "
-    "plan only warns (remote_code.py); trust_remote_code: true gives the flag",
-    ("cu12-legacy-cu128", "kimi-k2-instruct"): "as cu12-legacy (the same sglang 0.5.10.post1)",
-}
+OPEN: dict[tuple[str, str], str] = {}
 # The driver every pin set accepts: the question here is SGLang's checks, not the driver floor.
 DRIVER = Driver("580.95.05", "13.0")
 

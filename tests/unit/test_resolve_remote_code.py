@@ -67,3 +67,38 @@ def test_a_value_that_is_not_a_bool_is_refused_naming_the_variable():
     with pytest.raises(GpunodeError) as info:
         resolve(facts(NEMOTRON), {"trust_remote_code": "sure"})
     assert "trust_remote_code" in info.value.message
+
+
+def test_a_custom_code_config_of_another_model_type_is_its_own_reference():
+    """Kimi-K2-Instruct is a DeepseekV3ForCausalLM like DeepSeek-R1, but of model type kimi_k2 with its own code:
+    `inv kb.refresh` judges it apart, so the derived data answers for its model type."""
+    from gpunode.judge import derive
+    from tests.unit.resolve_facts import DATA
+
+    keys = {r.key: r.folder.name for r in derive.references(DATA / "models")}
+    assert keys["DeepseekV3ForCausalLM"] == "deepseek-r1"
+    assert keys["DeepseekV3ForCausalLM/kimi_k2"] == "kimi-k2-instruct"
+    assert not any("/" in k for k in keys if not k.startswith("DeepseekV3ForCausalLM"))   # one per type otherwise
+
+
+# what each pinned sglang says of Kimi-K2's config without its code (derived: sglang 0.5.10.post1 refuses it)
+KIMI_REFUSED = {p: KB.pinset(p).version == "0.5.10.post1" for p in SGLANG}
+
+
+@pytest.mark.parametrize("pinset", SGLANG)
+def test_kimi_k2_is_refused_where_its_sglang_cannot_read_it_and_planned_where_it_can(pinset):
+    """The model type's own derived entry decides, not the architecture's reference (DeepSeek-R1, which every
+    pinned sglang reads)."""
+    said = KB.sglang_pick(pinset, "DeepseekV3ForCausalLM", "10.0", "kimi_k2")
+    assert said is not None and ("rejected" in said) == KIMI_REFUSED[pinset]
+    assert "rejected" not in KB.sglang_pick(pinset, "DeepseekV3ForCausalLM", "10.0")
+    if KIMI_REFUSED[pinset]:
+        with pytest.raises(ResolveError) as info:
+            resolve(facts("kimi-k2-instruct", "b200-x8"), {"pinset": pinset})
+        assert "kimi-k2-instruct" in info.value.message and "trust_remote_code is off" in info.value.message
+        plan = resolve(facts("kimi-k2-instruct", "b200-x8"), {"pinset": pinset, "trust_remote_code": True})
+        assert "--trust-remote-code" in plan.servers[0].argv
+    else:
+        plan = resolve(facts("kimi-k2-instruct", "b200-x8"), {"pinset": pinset})
+        assert "--trust-remote-code" not in plan.servers[0].argv
+        assert any("kimi-k2-instruct" in w and "trust_remote_code: true" in w for w in plan.warnings)

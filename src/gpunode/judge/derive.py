@@ -54,24 +54,40 @@ class Reference:
     architecture: str
     folder: Path
     hybrid: bool = False        # hybrid linear attention (layer_types), as gpunode's facts read it
+    model_type: str = ""        # set for a custom-code config of another model type than the architecture's first
+
+    @property
+    def key(self) -> str:
+        """How the derived data names it: the architecture, or "architecture/model_type"."""
+        return f"{self.architecture}/{self.model_type}" if self.model_type else self.architecture
 
 
 def references(models: Path) -> list[Reference]:
-    """One config folder per architecture (the first by name), from a folder of model configs."""
+    """One config folder per architecture (the first by name), from a folder of model configs; and one
+    more for each config that names its own code (auto_map) under another model type than that first
+    one: whether sglang reads a config without its code depends on the model type (Kimi-K2's kimi_k2
+    is a DeepseekV3ForCausalLM that sglang 0.5.10.post1 cannot read, DeepSeek-R1's deepseek_v3 one it can)."""
     from gpunode.facts.model import parse_model
 
     out: dict[str, Reference] = {}
+    types: dict[str, str] = {}
     for folder in sorted(p for p in models.iterdir() if (p / "config.json").exists()):
         model = parse_model(str(folder), "", (folder / "config.json").read_text(), None, None, None)
         if model.architectures:
             arch = model.architectures[0]
-            out.setdefault(arch, Reference(arch, folder, model.hybrid_linear_attention))
+            if arch not in out:
+                out[arch] = Reference(arch, folder, model.hybrid_linear_attention)
+                types[arch] = model.model_type
+            elif model.custom_code and model.model_type != types[arch]:
+                ref = Reference(arch, folder, model.hybrid_linear_attention, model.model_type)
+                out.setdefault(ref.key, ref)
     return list(out.values())
 
 
 def derive(env: JudgeEnv, refs: Iterable[Reference], gpus: Iterable[Gpu],
            choices: Callable[[Reference, Gpu], list[tuple[str, ...]]] = lambda r, g: []) -> dict[str, Any]:
-    """{architecture: {cc: {field: value, ..., "rejects": {choice: message}}}} for one pin set.
+    """{architecture (or "architecture/model_type"): {cc: {field: value, ..., "rejects": {choice: message}}}}
+    for one pin set.
 
     The plain command line gives what SGLang picks by itself (or {"rejected": message} where it
     refuses even that); each of `choices(ref, gpu)` (the arguments gpunode may pass for that
@@ -86,8 +102,8 @@ def derive_cases(refs: Iterable[Reference], gpus: Iterable[Gpu],
     cases: list[Case] = []
     for r in refs:
         for g in gpus:
-            cases.append(Case(f"{r.architecture}@{g.cc}@", (), str(r.folder), g))
-            cases += [Case(f"{r.architecture}@{g.cc}@{' '.join(c)}", c, str(r.folder), g) for c in choices(r, g)]
+            cases.append(Case(f"{r.key}@{g.cc}@", (), str(r.folder), g))
+            cases += [Case(f"{r.key}@{g.cc}@{' '.join(c)}", c, str(r.folder), g) for c in choices(r, g)]
     return cases
 
 

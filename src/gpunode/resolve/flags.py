@@ -267,7 +267,7 @@ def _sglang_pick(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> str | None:
     """The attention backend the pin set's sglang picks by itself for this model's architecture, if derived."""
     if not rule.model or not rule.model.architectures:
         return None
-    picked = kb.sglang_pick(p.id, rule.model.architectures[0], cc) or {}
+    picked = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) or {}
     own = picked.get("attention_backend")
     return str(own) if own else None
 
@@ -275,7 +275,8 @@ def _sglang_pick(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> str | None:
 def _sglang_rejects(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> dict[str, str]:
     if not rule.model or not rule.model.architectures:
         return {}
-    return dict((kb.sglang_pick(p.id, rule.model.architectures[0], cc) or {}).get("rejects") or {})
+    said = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) or {}
+    return dict(said.get("rejects") or {})
 
 
 def _holds(arch: Arch, backend: str, version: str, hybrid: bool) -> bool:

@@ -288,9 +288,13 @@ class KB:
     # derived/sglang-choices.yml (inv kb.refresh): pin set -> architecture -> cc -> what sglang picks itself
     sglang_picks: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
 
-    def sglang_pick(self, pinset: str, architecture: str, cc: str) -> dict[str, Any] | None:
-        """What the pin set's sglang picks by itself for this architecture on this compute capability."""
-        return self.sglang_picks.get(pinset, {}).get(architecture, {}).get(cc)
+    def sglang_pick(self, pinset: str, architecture: str, cc: str, model_type: str = "") -> dict[str, Any] | None:
+        """What the pin set's sglang picks by itself for this architecture on this compute capability: derived
+        for this model type where a reference of it was judged apart (a custom-code config), else for the
+        architecture's reference."""
+        picks = self.sglang_picks.get(pinset, {})
+        own = picks.get(f"{architecture}/{model_type}", {}).get(cc) if model_type else None
+        return own if own is not None else picks.get(architecture, {}).get(cc)
 
     def pinset(self, pid: str) -> Pinset | None:
         return next((p for p in self.pinsets if p.id == pid), None) or next(

@@ -14,7 +14,8 @@ from gpunode.resolve.trail import Trail
 
 # The message transformers raises (via sglang's get_config) when a config needs its repository's code
 NEEDS_IT = "trust_remote_code"
-SOURCE = ("transformers AutoConfig.from_pretrained(trust_remote_code=...) as sglang's hf_transformers_utils.get_config "
+SOURCE = ("https://huggingface.co/docs/transformers/custom_models (trust_remote_code); transformers "
+          "AutoConfig.from_pretrained(trust_remote_code=...) as sglang's hf_transformers_utils.get_config "
           "calls it; compat/derived/sglang-choices.yml (inv kb.refresh: what the pinned sglang refuses)")
 
 
@@ -44,7 +45,7 @@ def args(kb: KB, p: Pinset, rule: ModelRule, trusted: bool, cc: str | None, trai
         return [flag(kb, "trust_remote_code", p.engine, p.version)]
     if custom:
         arch = m.architectures[0] if m and m.architectures else "?"
-        derived = kb.sglang_pick(p.id, arch, cc) if cc and p.engine == "sglang" else None
+        derived = kb.sglang_pick(p.id, arch, cc, m.model_type if m else "") if cc and p.engine == "sglang" else None
         said = (f"sglang {p.version} reads {arch}'s reference config without it (derived from the wheel)" if derived
                 else f"whether {p.engine} {p.version} needs it for {arch} is not derived")
         trail.warn(f"{rule.label} ships Python code ({shipped(rule)}), which the servers do not run: {said}, but "
