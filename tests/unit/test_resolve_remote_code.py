@@ -102,3 +102,15 @@ def test_kimi_k2_is_refused_where_its_sglang_cannot_read_it_and_planned_where_it
         plan = resolve(facts("kimi-k2-instruct", "b200-x8"), {"pinset": pinset})
         assert "--trust-remote-code" not in plan.servers[0].argv
         assert any("kimi-k2-instruct" in w and "trust_remote_code: true" in w for w in plan.warnings)
+
+
+def test_on_the_recorded_b200_driver_kimi_k2_is_refused_offering_the_driver_or_trust_remote_code():
+    """Driver 575.57.08 (recorded): only the 0.5.10.post1 pin sets run, and they need Kimi-K2's code; the
+    newer ones would read it by themselves but need driver 580. The hint offers both ways."""
+    with pytest.raises(ResolveError) as info:
+        resolve(on("b200-x8", model=model("kimi-k2-instruct")))
+    assert "driver 575.57.08 < 580" in info.value.message
+    assert "upgrade the host's NVIDIA driver" in info.value.hint
+    assert "or set trust_remote_code: true (cu12-legacy" in info.value.hint
+    plan = resolve(on("b200-x8", model=model("kimi-k2-instruct")), {"trust_remote_code": True})
+    assert plan.pinset.startswith("cu12-legacy") and "--trust-remote-code" in plan.servers[0].argv

@@ -359,6 +359,10 @@ def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: 
         parts.append("see the evidence for each pin set")
     if check == "trust":        # another engine or pin set reads the same config with the same transformers
         return parts[0]
+    trusting = [p.id for p, bl in runs if bl and all(b.check == "trust" for b in bl)]
+    if trusting:                # e.g. Kimi-K2: a newer sglang reads it by itself, the driver's one needs its code
+        parts.append(f"or set trust_remote_code: true ({', '.join(trusting)} then fits; it runs the Python files "
+                     "of the model folder)")
     if chosen:
         parts.append("or remove pinset:/engine_version: and let the resolver choose")
     alt = _alternatives(kb, engine, facts, gpus, rule, choices, exclude={p.id for p, _ in runs},
