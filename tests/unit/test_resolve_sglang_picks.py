@@ -85,7 +85,7 @@ def test_qwen3_5_on_b200_runs_the_cookbooks_trtllm_mha_over_sglangs_own_triton(n
     plan = resolve(b200(name), {"pinset": pinset})
     assert flags_of(plan.servers[0].argv)["--attention-backend"] == "trtllm_mha"
     d = plan.decision("attention backend")
-    own = KB.sglang_pick(pinset, plan.model["architectures"][0], "10.0")["attention_backend"]
+    own = KB.sglang_pick(pinset, plan.model.architectures[0], "10.0")["attention_backend"]
     assert own == "triton" and "cookbook" in d.reason and "would pick triton itself" in d.reason
     assert "docs.sglang.io/cookbook/autoregressive/Qwen/Qwen3.5" in d.source and "attention_prefer" in d.rule
     assert "attention backend: trtllm_mha" in explain(plan)
