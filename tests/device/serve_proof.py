@@ -164,11 +164,10 @@ def phase_install(args, t: LocalTransport) -> dict:
 
 def phase_venvs(uv: str, reps: int = 3) -> dict:
     """The venv an engine install starts from: `python -m venv` (pip seeded) against `uv venv`, on this host."""
-    runs: dict[str, list[float]] = {"python -m venv": [], "uv venv": [], "uv venv --seed": []}
+    runs: dict[str, list[float]] = {"python -m venv": [], "uv venv": []}
     for i in range(reps):
         for name, argv in (("python -m venv", [IMAGE_PY, "-m", "venv"]),
-                           ("uv venv", [uv, "venv", "-q", "--python", IMAGE_PY]),
-                           ("uv venv --seed", [uv, "venv", "-q", "--seed", "--python", IMAGE_PY])):
+                           ("uv venv", [uv, "venv", "-q", "--python", IMAGE_PY])):
             dest = WORK / f"venv-{i}-{name.replace(' ', '_')}"
             subprocess.run(["rm", "-rf", str(dest)], check=True)
             r = sh([*argv, str(dest)], env={**os.environ, "UV_OFFLINE": "1"})
