@@ -31,13 +31,21 @@ def recorded(case: str) -> dict:
     return json.loads((DATA / f"serve-{case}.json").read_text())
 
 
-def rendered(case: str) -> tuple[list[str], dict[str, str]]:
+def latest() -> dict:
+    """The second run there: the dense unit as a node runs it, started cold, warm, after a reboot's
+    losses and after an unrelated upgrade (README: "Second run")."""
+    return json.loads((DATA / "restarts-dense.json").read_text())
+
+
+def rendered(case: str, staged: bool = False) -> tuple[list[str], dict[str, str]]:
     folder, model, extra = CASES[case]
     facts = parse(snapshot.load(DATA / folder))
-    # The proof's servers loaded the source folder, not the staged copy: it resolved without the
-    # model_path that provisioning took from the weights then (now the plan's weights.dest).
-    v = {**roles.defaults(), "pinset": "cu13-b", "model_source": f"/root/proof/models/{model}",
-         "model_path": f"/root/proof/models/{model}", "servers_router": False, **extra}
+    # The first run's servers loaded the source folder, not the staged copy: it resolved without the
+    # model_path that provisioning took from the weights then (now the plan's weights.dest). The
+    # second run (staged) loaded the copy, as a node does.
+    source = f"/root/proof/models/{model}"
+    v = {**roles.defaults(), "pinset": "cu13-b", "model_source": source,
+         **({} if staged else {"model_path": source}), "servers_router": False, **extra}
     ctx = roles.RoleContext(target="h100", vars=v, facts=facts, plan=resolve(facts, v))
     steps = {s.id: s for plan in servers_role.build(ctx) for s in plan.steps}
     unit = steps["file:/etc/systemd/system/gpunode-gpu0.service"]
@@ -70,9 +78,9 @@ def left_to_sglang(proven: list[str], today: list[str], server_args: list[str]) 
     return out
 
 
-# Cache folders the servers' env gained after this run (issue 34, item 4: torch.compile's, CuTe DSL's and
-# quack's caches were in /tmp, others in /root; tests/data/jit-caches/README.md). Each is a folder under
-# the proven cuda_jit_cache, not yet proven by a start here: serve_proof.py records them when it runs again.
+# Cache folders the servers' env gained after the first run (issue 34, item 4: torch.compile's, CuTe DSL's
+# and quack's caches were in /tmp, others in /root; tests/data/jit-caches/README.md). The second run
+# started the dense unit with them; the hybrid units must carry the very values it ran with.
 CACHES_SINCE = ("TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH", "SGLANG_CACHE_DIR", "SGLANG_DG_CACHE_DIR",
                 "CUTE_DSL_CACHE_DIR", "QUACK_CACHE_DIR", "TILELANG_CACHE_DIR")
 
@@ -83,8 +91,34 @@ def test_today_renders_the_command_line_and_environment_proven_there(case):
     rec = recorded(case)
     assert argv == left_to_sglang(rec["argv"], argv, rec["server_args"])
     assert {k: v for k, v in env.items() if k not in CACHES_SINCE or k in rec["env"]} == rec["env"]
-    cache = rec["env"]["XDG_CACHE_HOME"]
-    assert all(env[k].startswith(cache + "/") for k in CACHES_SINCE if k not in rec["env"])
+    proven = latest()["env"]
+    assert all(env[k] == proven[k] for k in CACHES_SINCE if k not in rec["env"])
+
+
+def test_today_renders_exactly_the_unit_of_the_latest_run():
+    argv, env = rendered("dense", staged=True)
+    rec = latest()
+    assert argv == rec["argv"] and env == rec["env"]
+    assert rec["argv"][rec["argv"].index("--model-path") + 1].startswith("/dev/shm/")
+
+
+def test_every_cache_the_first_start_filled_outlived_a_reboot_and_an_upgrade():
+    rec = latest()
+    cold, warm, rebooted, upgraded = rec["starts"]
+    assert all(s["ok"] for s in rec["starts"]) and rec["requests"]["chat"]["ok"]
+    assert rec["before"]["after-reboot"]["page_cache_dropped"]
+    assert "/tmp/torchinductor_root" in rec["before"]["after-reboot"]["removed"]
+    assert rec["before"]["after-unrelated-upgrade"]["rc"] == 0
+    # warm means the compile work of the first start was not done again: within 1.5x of the warm start
+    assert max(rebooted["ready_s"], upgraded["ready_s"]) < 1.5 * warm["ready_s"] < cold["ready_s"]
+    cache, venv = rec["env"]["XDG_CACHE_HOME"], rec["argv"][0].rsplit("/bin/", 1)[0]
+    written = rec["written_by_first_start"]
+    assert written.get(cache, 0) > 1_000_000  # the compiled kernels
+    # Everything else it wrote is bytecode (the venv, the stand-in's image site-packages), the pid file,
+    # or the metrics' per-process files SGLang makes anew at each start: none of it a start needs again.
+    for path in written:
+        assert (path.startswith((cache, venv, "/opt/torch/.venv/lib", "/run/gpunode-shim/"))
+                or (path.startswith("/tmp/tmp") and (path.endswith(".db") or written[path] == 0))), path
 
 
 def test_only_a_flag_sglang_ran_with_anyway_may_be_left_out():
