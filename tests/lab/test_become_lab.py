@@ -6,10 +6,14 @@ lab host (Debian's package)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +43,28 @@ def user(lab):
     subprocess.run(["chpasswd"], input=f"{USER}:{PASSWORD}\n", text=True, check=True)
     yield USER
     SUDOERS.unlink(missing_ok=True)
+    end_processes(USER)
     subprocess.run(["userdel", USER], check=True)
+
+
+def end_processes(user: str) -> None:
+    """The last login's session can outlive sshd's stop by a moment, and userdel refuses a user that
+    still runs a process (it did once in a full run): end them, and wait until /proc shows none."""
+    uid = pwd.getpwnam(user).pw_uid
+    deadline = time.monotonic() + 10
+    while pids := [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and owner(p) == uid]:
+        assert time.monotonic() < deadline, f"processes of {user} still running: {pids}"
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def owner(proc: Path) -> int | None:
+    try:
+        return proc.stat().st_uid
+    except FileNotFoundError:
+        return None
 
 
 def rule(text: str) -> None:
