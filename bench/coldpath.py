@@ -33,10 +33,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import bench_target  # noqa: E402  (beside this script)
+
 from gpunode import pinlocks  # noqa: E402
 from gpunode.resolve import load  # noqa: E402
 from gpunode.steps.venv import Venv  # noqa: E402
-from gpunode.transport import LocalTransport  # noqa: E402
 
 WORK = "/var/tmp/gpunode-bench-coldpath"
 PATH = f"{WORK}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -90,24 +91,12 @@ def run_step(t, step: Venv, create: list[str] | None, parts: dict[str, list[floa
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--local", action="store_true", help="bench this machine instead of a lab container")
-    ap.add_argument("--host", default="lab")
-    ap.add_argument("--ct", type=int, default=200)
-    ap.add_argument("--inventory", default="inventory")
+    bench_target.add_arguments(ap)
     ap.add_argument("--wheelhouse", default="/mnt/lab/wheels/cpu", help="on the target; '' installs from PyPI")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians are compared")
     args = ap.parse_args()
 
-    session = None
-    if args.local:
-        t = LocalTransport()
-    else:  # only here: a machine without paramiko can still bench itself
-        from gpunode import inventory, roles
-        from gpunode.cli.session import Session
-
-        session = Session()
-        inv = inventory.load(args.inventory)
-        t = session.transport(inv.target(args.host, args.ct, defaults=roles.defaults()))
+    t, session = bench_target.open_target(args)
     prep = t.script(_PREPARE, WORK, args.wheelhouse, "0" if args.local else "1", check=True,
                     timeout=900).stdout.splitlines()
     facts = dict(line[2:].split(" ", 1) for line in prep if line.startswith("@@") and " " in line)

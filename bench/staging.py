@@ -27,9 +27,7 @@ from gpunode.steps import render
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from gpunode import inventory, roles  # noqa: E402
-from gpunode.cli.session import Session  # noqa: E402
-from gpunode.transport import LocalTransport  # noqa: E402
+import bench_target  # noqa: E402  (beside this script)
 
 WORK = "/var/tmp/gpunode-bench"
 SRC = f"{WORK}/model"
@@ -58,10 +56,7 @@ def _round(t, src: str, name: str, times: dict[str, list[float]]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--local", action="store_true", help="bench this machine instead of a lab container")
-    ap.add_argument("--host", default="lab")
-    ap.add_argument("--ct", type=int, default=200)
-    ap.add_argument("--inventory", default="inventory")
+    bench_target.add_arguments(ap)
     ap.add_argument("--gib", type=float, default=2.0)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--small-files", type=int, default=1000)
@@ -69,12 +64,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="alternating cp/staging rounds; medians are compared")
     args = ap.parse_args()
 
-    session = Session()
-    if args.local:
-        t = LocalTransport()
-    else:
-        inv = inventory.load(args.inventory)
-        t = session.transport(inv.target(args.host, args.ct, defaults=roles.defaults()))
+    t, session = bench_target.open_target(args)
     shard_mib = int(args.gib * 1024 / args.shards)
     default = render.find("weights/stage-weights.sh")
     script = (Path(args.script) if args.script else default).read_text()
@@ -94,7 +84,8 @@ def main() -> None:
                 _round(t, src, case, times[case])
     finally:
         t.run(["rm", "-rf", *scratch])
-        session.close()
+        if session is not None:
+            session.close()
     gib = args.shards * shard_mib / 1024
     print(f"target: {t.name}; medians of {args.rounds} alternating rounds; ratio = cp time / this time")
     labels = {"shards": f"{args.shards} shards, {gib:.2f} GiB", "small": f"{args.small_files} small files"}
