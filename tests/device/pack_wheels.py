@@ -1,7 +1,7 @@
 """The cu13-b lock's wheels that the lent machine's image lacks, packed into parts a device call can carry.
 
 Run here (it downloads from PyPI): `python3 tests/device/pack_wheels.py WORKDIR`. It writes
-WORKDIR/bundle/partNN (57 MiB each: with the ~5 MiB working tree, under a call's 64 MiB), to be
+WORKDIR/bundle/partNN (54 MiB each: with the ~7.5 MiB working tree, under a call's 64 MiB), to be
 carried one a call into /root/parts, then `cat part* | zstd -d | tar -x` there (the image has no
 zstd binary: serve_proof's README line uses the carried zstandard wheel). What it leaves out, and
 why, is in tests/data/device/h100-serve/README.md:
@@ -11,7 +11,8 @@ why, is in tests/data/device/h100-serve/README.md:
 - of sglang-kernel 0.4.5, sgl_kernel/sm100/ (loaded on sm_100 only) and the sm_80/sm_86 cubins of
   flash_ops.abi3.so (zeroed in place, so the ELF and its fat binary keep their layout; an sm_90
   GPU loads only the sm_90 entries): 383 MB of wheel become ~150 MB of zstd.
-Every wheel is rewritten uncompressed (zip stored) so that zstd sees the raw bytes.
+Every wheel is rewritten uncompressed (zip stored) so that zstd sees the raw bytes, each entry keeping its
+file mode (the executables of nvidia-cuda-nvcc and the like stay executable).
 """
 
 from __future__ import annotations
@@ -131,8 +132,18 @@ def stored(src: Path, dst: Path) -> None:
             buf = io.StringIO()
             csv.writer(buf, lineterminator="\n").writerows(rows)
             files[record] = buf.getvalue().encode()
+        infos = {i.filename: i for i in zi.infolist()}
         for name, data in files.items():
-            zo.writestr(name, data)
+            zo.writestr(kept_mode(infos[name]), data)
+
+
+def kept_mode(src: zipfile.ZipInfo) -> zipfile.ZipInfo:
+    """A stored entry that keeps the source entry's Unix mode (external_attr): writestr(name, data) would
+    write 0600, and pip would install nvcc, ptxas and cicc unexecutable (issue 42)."""
+    info = zipfile.ZipInfo(src.filename, date_time=src.date_time)
+    info.external_attr, info.create_system = src.external_attr, src.create_system
+    info.compress_type = zipfile.ZIP_STORED
+    return info
 
 
 def main() -> int:
@@ -152,7 +163,7 @@ def main() -> int:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(fetch, chosen))
     subprocess.run(f"tar -cf - -C {st} . | zstd -T0 -12 --long=27 -q -o {bundle}/all.tar.zst", shell=True, check=True)
-    subprocess.run(["split", "-b", "57M", "-d", "-a", "2", "all.tar.zst", "part"], cwd=bundle, check=True)
+    subprocess.run(["split", "-b", "54M", "-d", "-a", "2", "all.tar.zst", "part"], cwd=bundle, check=True)
     print(len(chosen), "wheels;", sorted(p.name for p in bundle.glob("part*")))
     return 0
 
