@@ -4,8 +4,8 @@ The shipped roles and unit templates live at the repository's top level (roles/,
 the wheel puts them inside the package (gpunode/roles/<name>/, gpunode/templates/), so an
 installed gpunode finds them there and a checkout finds them beside src/.
 
-Before those come, in this order: the roles/ and templates/ folders next to the inventory in
-use, then the folders of the `roles_path` / `templates_path` settings (docs/config.md). The
+Before those come, in this order: the roles/ and templates/ folders inside a folder inventory
+(`-i my-site`), those next to the inventory in use (`-i my-site/hosts.yml`), then the folders of the `roles_path` / `templates_path` settings (docs/config.md). The
 first folder that has a role or a template of a name wins, as in Ansible's roles_path.
 `use()` sets them for the run (the CLI calls it once it knows the inventory).
 """
@@ -70,9 +70,13 @@ def use(inventory: Path | None = None, roles_path: list[str] | tuple[str, ...] =
             origins[str(folder)] = why
 
     if inventory is not None:
-        beside = Path(inventory).expanduser().resolve().parent
-        add(roles, beside / "roles", f"next to the inventory {inventory}")
-        add(templates, beside / "templates", f"next to the inventory {inventory}")
+        given = Path(inventory).expanduser().resolve()
+        # `-i my-site` and `-i my-site/hosts.yml` are one site: its roles/ and templates/ inside the
+        # folder first (docs/extending.md's layout), then those beside the inventory as before.
+        for where in ([given] if given.is_dir() else []) + [given.parent]:
+            why = f"in the inventory folder {inventory}" if where == given else f"next to the inventory {inventory}"
+            add(roles, where / "roles", why)
+            add(templates, where / "templates", why)
     for p in roles_path:
         add(roles, Path(p), "the roles_path setting")
     for p in templates_path:

@@ -170,3 +170,18 @@ def test_a_removal_outside_the_roles_own_folders_is_refused(tmp_path):
     searchpath.use(inventory_in(tmp_path))
     with pytest.raises(InventoryError, match=r"role greedy: removes\(\) in .*greedy/role.py gave '/var/lib'"):
         roles.removals(roles.defaults())
+
+
+@pytest.mark.parametrize("given", ["my-site", "my-site/hosts.yml"])
+def test_a_sites_roles_and_templates_are_found_with_the_folder_or_its_hosts_file(tmp_path, monkeypatch, given):
+    """docs/extending.md's my-site/{hosts.yml, roles/, templates/}: `-i my-site` finds the same
+    role and template as `-i my-site/hosts.yml` (the folder form once ran the shipped ones only)."""
+    monkeypatch.chdir(tmp_path)
+    inventory_in(tmp_path / "my-site")
+    user_role(tmp_path / "my-site" / "roles", "exporter")
+    (tmp_path / "my-site" / "templates").mkdir()
+    (tmp_path / "my-site" / "templates" / "server.service.j2").write_text("# the site's own unit\n")
+    load_inventory(given)
+    assert searchpath.current().roles == ((tmp_path / "my-site" / "roles").resolve(),)
+    assert searchpath.current().templates == ((tmp_path / "my-site" / "templates").resolve(),)
+    assert "exporter" in roles.order()
