@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 
+from gpunode.errors import InventoryError
 from gpunode.secrets import register
 
 ENV = "GPUNODE_BECOME_PASSWORD"
@@ -19,10 +20,28 @@ def ask(prompt: str = "BECOME password: ") -> None:
     import getpass
 
     global _asked
-    value = getpass.getpass(prompt)
+    refusal = InventoryError("-K/--ask-become-pass: there is no terminal to ask the password on",
+                             hint=f"run from a terminal, or give it in ${ENV} (kept out of every output)")
+    if not _has_terminal():
+        raise refusal
+    try:
+        value = getpass.getpass(prompt)
+    except EOFError:  # getpass read stdin (no /dev/tty) and it ended before a line
+        raise refusal from None
     register(value)
     with _lock:
         _asked = value
+
+
+def _has_terminal() -> bool:
+    """getpass asks on /dev/tty, else on stdin; without either it would read an empty stdin."""
+    import sys
+
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+        return True
+    except OSError:
+        return sys.stdin is not None and sys.stdin.isatty()
 
 
 def password() -> str | None:
