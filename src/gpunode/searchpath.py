@@ -5,8 +5,8 @@ the wheel puts them inside the package (gpunode/roles/<name>/, gpunode/templates
 installed gpunode finds them there and a checkout finds them beside src/.
 
 Before those come, in this order: the roles/ and templates/ folders inside a folder inventory
-(`-i my-site`), those next to the inventory in use (`-i my-site/hosts.yml`), then the folders of the `roles_path` / `templates_path` settings (docs/config.md). The
-first folder that has a role or a template of a name wins, as in Ansible's roles_path.
+(`-i my-site`), those next to the inventory in use (`-i my-site/hosts.yml`), then the folders of
+the `roles_path` / `templates_path` settings (docs/config.md). The first folder that has a role or a template of a name wins, as in Ansible's roles_path.
 `use()` sets them for the run (the CLI calls it once it knows the inventory).
 """
 

@@ -43,3 +43,104 @@ def test_ask_become_pass_without_a_terminal_is_a_clear_refusal(tmp_path):
     assert "-K/--ask-become-pass: there is no terminal" in got.stderr
     assert "GPUNODE_BECOME_PASSWORD" in got.stderr
     assert "EOFError" not in got.stderr and "internal error" not in got.stderr
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """The console script's own function, in this process: exit code, stdout, stderr."""
+    import pytest
+
+    from gpunode.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["gpunode", *argv])
+    out = capsys.readouterr()
+    code = done.value.code
+    return (code if isinstance(code, int) else 1 if code else 0), out.out, out.err
+
+
+INVOKE_ONLY = ["-R, --dry", "-e, --echo", "-w, --warn-only", "--hide", "-p, --pty", "--prompt-for-sudo-password",
+               "-f STRING, --config", "-T INT, --command-timeout", "-d, --debug", "--write-pyc"]
+
+
+def test_help_shows_only_options_that_do_something(capsys):
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0
+    core = out.split("Subcommands:")[0]
+    for gone in INVOKE_ONLY:
+        assert gone not in core, gone
+    for kept in ("-h [STRING], --help", "-V, --version", "-l [STRING], --list", "-b, --become", "-u STRING, --user",
+                 "--list-hosts"):
+        assert kept in core, kept
+
+
+def test_invoke_and_other_tools_options_are_refused_naming_what_to_use(capsys):
+    for argv, said in ((["provision", "-R"], "-C/--check"), (["provision", "--pty"], "never need a terminal"),
+                       (["provision", "-w"], "the others go on"),
+                       (["provision", "--prompt-for-sudo-password"], "-K/--ask-become-pass"),
+                       (["provision", "--private-key", "k"], "`key:`"),
+                       (["provision", "--vault-password-file", "f"], "ansible-inventory"),
+                       (["status", "--debug"], "-vvv")):
+        code, _, err = run(argv, capsys)
+        assert code == 2 and said in err, (argv, err)
+        assert "No idea what" not in err
+
+
+def test_dry_is_check_mode_as_pyinfra_means_it(tmp_path, capsys, monkeypatch):
+    """`--dry` once made a real run ("check": false); now it is --check, seen in the run's own recap."""
+    inv = site(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code, out, _ = run(["provision", "-i", str(inv), "--host", "lab", "--ct", "200", "--dry", "--json"], capsys)
+    import json
+
+    recap = json.loads(out.splitlines()[-1])
+    assert code == 4 and recap["type"] == "recap" and recap["check"] is True  # port 1: unreachable, in check mode
+
+
+def test_list_hosts_user_and_become_as_ansible_playbook(tmp_path, capsys, monkeypatch):
+    inv = site(tmp_path)
+    (inv / "hosts.yml").write_text(INVENTORY + "  box:\n    address: 127.0.0.1\n    port: 1\n")
+    code, out, _ = run(["provision", "-i", str(inv), "--limit", "lab*,box", "--list-hosts"], capsys)
+    assert code == 0 and out == "  hosts (2):\n    lab/200\n    box\n"
+
+    from gpunode.cli import common, habits
+
+    seen = {}
+    real = common.select_targets
+
+    def spy(*a, **kw):
+        seen["targets"] = real(*a, **kw)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(common, "select_targets", spy)
+    monkeypatch.setattr("gpunode.cli.provision.select_targets", spy)
+    run(["provision", "-i", str(inv), "--limit", "box", "-b", "-u", "deploy"], capsys)
+    (box,) = seen["targets"]
+    assert (box.host.user, box.host.become, box.host.become_user) == ("deploy", True, "root")
+    run(["provision", "-i", str(inv), "--limit", "box", "--become-user", "svc"], capsys)
+    (box,) = seen["targets"]
+    assert (box.host.user, box.host.become, box.host.become_user) == ("root", True, "svc")
+    assert habits.given.user is None
+
+
+def test_tags_is_only(tmp_path, capsys):
+    inv = site(tmp_path)
+    code, _, err = run(["provision", "-i", str(inv), "--host", "lab", "--ct", "200", "--tags", "nosuchrole"], capsys)
+    assert code == 2 and "nosuchrole" in err
+
+
+def test_skip_tags_runs_every_other_role_and_checks_its_names(tmp_path, capsys, monkeypatch):
+    inv = site(tmp_path)
+    code, _, err = run(["provision", "-i", str(inv), "--host", "lab", "--ct", "200", "--skip-tags", "wieghts"], capsys)
+    assert code == 2 and "--skip-tags: unknown role 'wieghts'" in err and "cannot reach" not in err
+    seen = {}
+    from gpunode import pipeline
+
+    def prepare(target, transport, only=None, **kw):
+        seen["only"] = only
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pipeline, "prepare", prepare)
+    run(["provision", "-i", str(inv), "--host", "lab", "--ct", "200", "--skip-tags", "weights,cuda_fixes"], capsys)
+    from gpunode import roles
+
+    assert seen["only"] == ",".join(r for r in roles.order() if r not in ("weights", "cuda_fixes"))

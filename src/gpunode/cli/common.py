@@ -100,7 +100,22 @@ def load_inventory(given: str | None) -> inventory.Inventory:
                                  hint="fix that setting, or pass --inventory PATH")
     loaded = inventory.load(path)
     use_search_path(path)
+    _apply_given(loaded)
     return loaded
+
+
+def _apply_given(inv: inventory.Inventory) -> None:
+    """-u/--user, -b/--become, --become-user: over every host's own settings, as ansible-playbook's."""
+    from dataclasses import replace
+
+    from gpunode.cli.habits import given
+
+    for name, h in list(inv.hosts.items()):
+        if given.user:
+            h = replace(h, user=given.user, given=h.given | {"user"})
+        if given.become and h.connection == "ssh":  # a local host is this machine, as whoever runs gpunode
+            h = replace(h, become=True, become_user=given.become_user or "root")
+        inv.hosts[name] = h
 
 
 def use_search_path(inventory_file: Path | None) -> None:
@@ -234,4 +249,11 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
     targets = [inv.target(h, vmid, overrides, defaults) for h, vmid in keys]
     for t in targets:  # once, after every layer: role defaults < inventory < --set
         variables.check(t.vars, t.origins, t.name)
+    from gpunode.cli.habits import given
+
+    if given.list_hosts:  # ansible-playbook --list-hosts: the targets, nothing contacted
+        print(f"  hosts ({len(targets)}):")
+        for t in targets:
+            print(f"    {printable(t.name)}")
+        raise Exit(code=0)
     return targets

@@ -6,7 +6,7 @@ import importlib
 import os
 import sys
 
-from invoke import Collection, Program, Task
+from invoke import Collection, Task
 
 from gpunode import __version__
 
@@ -26,10 +26,11 @@ def main(argv: list[str] | None = None, namespace: Collection | None = None) -> 
     """Run the CLI (namespace: another task tree, e.g. tasks.py's with the lab's). Each task turns
     its own errors into messages (cli.common.task); this is the last resort for what escapes
     outside a task, e.g. while invoke converts an option's value."""
+    from gpunode.cli.program import GpunodeProgram
     from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report, printable
     from gpunode.secrets import redact
 
-    program = Program(namespace=namespace if namespace is not None else ns, name="gpunode", binary="gpunode",
+    program = GpunodeProgram(namespace=namespace if namespace is not None else ns, name="gpunode", binary="gpunode",
                       version=__version__)
     try:
         program.run(argv)

@@ -14,7 +14,9 @@ HELP = {
     "group": "provision every target of an inventory group, in parallel",
     "check": "show the plan and the diffs; change nothing",
     "diff": "show diffs of changed files",
-    "only": "run only these roles (comma-separated) after checking what they depend on is in place",
+    "only": "run only these roles (comma-separated) after checking what they depend on is in place "
+            "(Ansible's -t/--tags: gpunode's roles are its tags)",
+    "skip-tags": "run every role but these (comma-separated), as Ansible's --skip-tags",
     "json": "one JSON event per line on stdout (schema: docs/events.md)",
     "inventory": "inventory folder or file (default: $GPUNODE_INVENTORY, gpunode.yaml's inventory:, ./inventory)",
     "set": "override a variable: -e key=value, or -e @vars.yml (a YAML file of them); repeatable",
@@ -32,7 +34,7 @@ HELP = {
 @task(iterable=["set_"], help=HELP)
 def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=None, json=False,
               inventory=None, set_=None, forks=None, facts=None, verbose=0, commands=False, limit=None,
-              ask_become_pass=False):
+              ask_become_pass=False, skip_tags=None):
     """Provision inference servers: packages, engine venv, CUDA fixes, weights, units, router, readiness."""
     # Imported here, not at the top: `inv --list` and `inv --help` must not pay for SSH, the
     # resolver and the templates (tests/unit/test_cli_import_light.py).
@@ -52,6 +54,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
 
     forks = forks_of(forks, 4)
     inv = load_inventory(inventory)
+    only = _roles_wanted(only, skip_tags)  # a mistyped role name is caught before any target is contacted
     sets = parse_sets(set_)
     targets = select_targets(inv, host, ct, group, sets, limit)
     chosen = list(targets)  # a fleet router's own target too, for the Prometheus targets file
@@ -137,6 +140,26 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     code = exit_code(recaps) or (0 if written else EXIT_FAILED)
     if code:
         raise Exit(code=code)
+
+
+def _roles_wanted(only: str | None, skip: str | None) -> str | None:
+    """--only (or --tags) less --skip-tags, every name checked against the roles the search path has."""
+    from gpunode import roles
+    from gpunode.errors import InventoryError
+
+    if only:
+        roles.select(only)
+    if skip is None:
+        return only
+    everything = roles.order()
+    skipped = [r.strip() for r in str(skip).split(",") if r.strip()]
+    for name in skipped or [str(skip)]:
+        if name not in everything:
+            raise InventoryError(f"--skip-tags: unknown role {name[:40]!r}", hint=f"roles: {', '.join(everything)}")
+    left = [r for r in (roles.select(only)[0] if only else everything) if r not in skipped]
+    if not left:
+        raise InventoryError("--skip-tags leaves no role to run", hint=f"roles: {', '.join(everything)}")
+    return ",".join(left)
 
 
 #: ansible-playbook's exit codes (its TaskQueueManager): a target that could not be reached wins

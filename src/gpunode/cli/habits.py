@@ -1,0 +1,96 @@
+"""Options an Ansible, pyinfra or Invoke user types: the same meaning under gpunode's name, or a
+refusal that names what to use instead (never Invoke's bare "No idea what '--x' is!").
+
+ansible-playbook's -b/--become, --become-user, -u/--user and --list-hosts are gpunode core options
+(they apply to every task that reaches a target); the values land in `given`, which
+cli.common.load_inventory and select_targets read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Spelled another way in gpunode, same meaning: rewritten before parsing.
+ALIASES = {
+    "--dry": "--check",          # pyinfra's dry run is ansible-playbook's and gpunode's check mode
+    "--tags": "--only",          # gpunode's roles are its tags
+    "--extra-vars": "--set",     # ansible-playbook's -e long name
+    "--data": "--set",           # pyinfra's --data KEY=VALUE
+    "--sudo": "--become",        # pyinfra's
+    "--sudo-user": "--become-user",
+    "--parallel": "--forks",     # pyinfra's
+}
+
+#: Known elsewhere, not here: what to use instead.
+REFUSED = {
+    "-R": "gpunode has no -R; its dry run is -C/--check (pyinfra's --dry works too)",
+    "--echo": "gpunode has no --echo (an Invoke option); see what a change would run with --check --commands",
+    "-w": "gpunode has no -w/--warn-only (an Invoke option): a failed target is reported and the others go on",
+    "--warn-only": "gpunode has no --warn-only (an Invoke option): a failed target is reported and the others go on",
+    "--hide": "gpunode has no --hide (an Invoke option); -v, -vv, -vvv choose how much is shown",
+    "-p": "gpunode has no -p/--pty (an Invoke option): commands on a target never need a terminal",
+    "--pty": "gpunode has no --pty (an Invoke option): commands on a target never need a terminal",
+    "--prompt-for-sudo-password": "use -K/--ask-become-pass (asked once, for hosts with become)",
+    "--command-timeout": "use -T/--timeout (seconds per target) where the task has it",
+    "-d": "gpunode has no -d/--debug; -vvv shows the traceback of an internal error",
+    "--debug": "gpunode has no --debug; -vvv shows the traceback of an internal error",
+    "--write-pyc": "gpunode has no --write-pyc (an Invoke option)",
+    "-c": "gpunode has no -c/--connection: set `connection: local` or ansible_connection on the host in the inventory",
+    "--connection": "set `connection: local` or ansible_connection on the host in the inventory",
+    "-k": "gpunode has no -k/--ask-pass: it logs in with SSH keys (an agent or the host's `key:`)",
+    "--ask-pass": "gpunode logs in with SSH keys (an agent or the host's `key:`), never a login password",
+    "--password": "gpunode logs in with SSH keys (an agent or the host's `key:`), never a login password",
+    "--private-key": "set `key:` (or ansible_ssh_private_key_file) on the host in the inventory, or use ~/.ssh/config",
+    "--key": "set `key:` (or ansible_ssh_private_key_file) on the host in the inventory, or use ~/.ssh/config",
+    "--port": "set `port:` (or ansible_port) on the host in the inventory, or use ~/.ssh/config",
+    "--become-method": "gpunode becomes through sudo only",
+    "--ask-vault-pass": "gpunode does not read Ansible Vault; give `ansible-inventory -i X --list` output as -i "
+                        "(Ansible decrypts it), or set a secret in the environment",
+    "--vault-password-file": "gpunode does not read Ansible Vault; give `ansible-inventory -i X --list` output as -i "
+                             "(Ansible decrypts it), or set a secret in the environment",
+    "--vault-id": "gpunode does not read Ansible Vault; give `ansible-inventory -i X --list` output as -i "
+                  "(Ansible decrypts it), or set a secret in the environment",
+    "--list-tasks": "`gpunode provision --check` lists every step it would take; `gpunode resolve` shows the plan",
+    "--syntax-check": "`gpunode provision --check` reads the inventory and makes the plan without changing anything",
+    "--start-at-task": "use -t/--only ROLE (gpunode's roles are its tags); a re-run skips what is already done",
+    "--step": "use --check to see each step first; a re-run skips what is already done",
+    "--flush-cache": "facts are gathered on every run; a saved snapshot is only read with --facts",
+    "-m": "gpunode runs roles, not ad-hoc modules; for one command use ssh (or `pct exec`) on the host",
+    "-a": "gpunode runs roles, not ad-hoc modules; for one command use ssh (or `pct exec`) on the host",
+}
+
+
+@dataclass
+class Given:
+    """The core options that reach targets: applied by load_inventory and select_targets."""
+
+    become: bool = False
+    become_user: str | None = None
+    user: str | None = None
+    list_hosts: bool = False
+
+
+given = Given()
+
+
+def translate(argv: list[str]) -> list[str]:
+    """argv with the ALIASES spelled as gpunode spells them (up to a `--`, after which it is data)."""
+    out: list[str] = []
+    for i, token in enumerate(argv):
+        if token == "--":
+            return out + argv[i:]
+        name, eq, value = token.partition("=")
+        out.append(ALIASES[name] + eq + value if name in ALIASES else token)
+    return out
+
+
+def refusal(message: str) -> str | None:
+    """Invoke's "No idea what '-x' is!" for a flag that a user of another tool types: what to use."""
+    seen = re.fullmatch(r"No idea what '(-[^']*)' is!", str(message))
+    if seen is None:
+        return None
+    name = seen.group(1).partition("=")[0]
+    if name in REFUSED:
+        return f"error: {name}: {REFUSED[name]}"
+    return f"error: no option {name} here\nhint: `gpunode --help TASK` lists a task's options"
