@@ -6,7 +6,8 @@ installed gpunode finds them there and a checkout finds them beside src/.
 
 Before those come, in this order: the roles/ and templates/ folders inside a folder inventory
 (`-i my-site`), those next to the inventory in use (`-i my-site/hosts.yml`), then the folders of
-the `roles_path` / `templates_path` settings (docs/config.md). The first folder that has a role or a template of a name wins, as in Ansible's roles_path.
+the `roles_path` / `templates_path` settings (docs/config.md). The first folder that has a role
+or a template of a name wins, as in Ansible's roles_path.
 `use()` sets them for the run (the CLI calls it once it knows the inventory).
 """
 
