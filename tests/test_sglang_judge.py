@@ -65,6 +65,8 @@ def gpu_shapes() -> dict[str, tuple]:
                 gpus, _ = smi(folder.name)
             except Exception:       # a report gpunode refuses to read is not a plan
                 continue
+            # a box with MIG on some GPUs: its whole GPUs (a table shows no MIG UUIDs to plan the rest with)
+            gpus = tuple(g for g in gpus if g.mig_mode != "Enabled") or gpus
             if gpus:
                 out[folder.name] = gpus
     return out

@@ -183,6 +183,7 @@ def test_the_real_probe_groups_the_slow_sections():
 
     grouped = {s.name: s.cached.name for s in _snippets() if s.cached is not None}
     assert grouped == {"glibc": "glibc", "nvidia_query": "nvidia", "nvidia_smi": "nvidia", "nvidia_smi_q": "nvidia",
+                       "nvidia_smi_list": "nvidia",
                        "libs": "libs", "cuda_toolkits": "cuda_toolkits", "model_config": "model",
                        "model_index": "model", "model_quant": "model", "model_header": "model"}
     # read fresh on every run: what changes without a file changing

@@ -37,10 +37,12 @@ CASES = [
 
 
 def test_every_recorded_report_has_a_case():
+    from tests.unit.test_facts_mig import MIG_FILES  # MIG reports, read and planned there
     from tests.unit.test_gpu_reports_unseen import NAMES  # issue 28's reports, resolved there
 
     refused = {"q-memory-rtx2080-cut.txt", "q-memory-tail5.txt"}
-    assert {p.name for p in DATA.iterdir() if p.name != "README.md"} == {c[0] for c in CASES} | refused | NAMES
+    listed = {c[0] for c in CASES} | refused | NAMES | MIG_FILES
+    assert {p.name for p in DATA.iterdir() if p.name != "README.md"} == listed
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])

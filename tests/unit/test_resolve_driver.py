@@ -19,7 +19,8 @@ from tests.unit.resolve_facts import QWEN36, field_notes, h200, on
     ("h100-x8", "550.90.07"), ("a100-x2-mig", "535.129.03"), ("a10-x1", "550.127.05"), ("l4-x1", "570.133.20"),
 ])
 def test_real_reports_on_older_drivers_resolve_to_a_cuda12_plan_citing_minor_version_compatibility(shape, drv):
-    plan = resolve(on(shape, model=replace(QWEN36, size_bytes=10**9)))
+    # a100-x2-mig: GPU 1, the one without MIG (GPU 0's MIG devices show no UUID in the table)
+    plan = resolve(on(shape, model=replace(QWEN36, size_bytes=10**9)), {"gpus": [1]} if "mig" in shape else {})
     assert plan.pinset == "cu12-legacy" and plan.toolkit.nvcc == "12.9"
     d = plan.decision("driver compatibility")
     assert d.value == "minor version compatibility"

@@ -35,7 +35,8 @@ def test_cuda13_below_580_is_refused_where_no_cuda12_stack_exists():
 
 
 def test_driver_below_the_cuda12_compatibility_floor():
-    err = refused(on("a100-x2-mig", driver=Driver("520.61.05", "11.8")))
+    # GPU 1, the one without MIG: the driver floor, not the MIG split, is what this case is about
+    err = refused(on("a100-x2-mig", driver=Driver("520.61.05", "11.8")), {"gpus": [1]})
     assert err.message.startswith("driver 520.61.05 < 525 needed by every SGLang pin set")
     assert "cu12-legacy needs 525" in err.message
 

@@ -82,6 +82,10 @@ def render_facts(f: Facts, raw: RawFacts | None = None) -> str:
             cc = f"CC {g.compute_cap} ({g.compute_cap_source})" if g.compute_cap else "CC unknown"
             mig = f", MIG {g.mig_mode}" if g.mig_mode else ""
             lines.append(f"gpu {g.index:<7} {g.name}, {mem}, {cc}, {g.pci_bus_id}{mig}")
+            for dev in g.mig_devices:
+                dmem = f"{dev.memory_mib} MiB" if dev.memory_mib is not None else "memory not reported"
+                lines.append(f"  mig {dev.index:<5} {dev.profile or 'profile not reported'}, {dmem}, "
+                             f"{dev.uuid or 'UUID not reported (nvidia-smi -L shows it)'}")
     else:
         lines.append("gpus        none found")
     d, s = f.driver, f.system

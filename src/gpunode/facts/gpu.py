@@ -6,8 +6,8 @@ the best source. Formats handled (see tests/data/nvidia-smi/README.md for the
 recorded outputs): the pre-R450 two-line table, the R450-R570 table, the
 R575+ table, the R610 header ("KMD Version" / "CUDA UMD Version"), names
 truncated with "...", memory "Not Supported" (GB10) or "N/A" (MIG inside a
-container), MIG device tables, process tables, "CUDA Version: N/A" and
-"Not Found".
+container), MIG device tables (read by facts/mig.py, with `-L` for their UUIDs),
+process tables, "CUDA Version: N/A" and "Not Found".
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from importlib import resources
 import yaml
 
 from gpunode.errors import FactError
+from gpunode.facts import mig
 from gpunode.facts.cache import Group
 from gpunode.facts.cuda import LIB_SCAN
 from gpunode.facts.probe import Snippet
@@ -52,6 +53,8 @@ SNIPPETS = (
     # before 510 lack compute_cap; stand-ins may not know the query).
     Snippet("nvidia_smi_q", "t nvidia-smi -q",
             when='[ "$rc_nvidia_query" != 0 ] && command -v nvidia-smi >/dev/null 2>&1', cached=NVIDIA),
+    # the MIG devices' UUIDs (CUDA_VISIBLE_DEVICES=MIG-...) and profiles: only -L prints them
+    Snippet("nvidia_smi_list", "t nvidia-smi -L", when="command -v nvidia-smi >/dev/null 2>&1", cached=NVIDIA),
     Snippet("driver_proc", "while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"; done "
                            "</proc/driver/nvidia/version", inline=True),
 )
@@ -212,22 +215,24 @@ def parse_table(text: str) -> SmiView:
             break
     lines = text.splitlines()
     gpus = []
+    devices = mig.from_table(text)
     for i, line in enumerate(lines):
         m = _GPU_ROW.match(line.strip())
         if not m:
             continue
         follow = _block_lines(lines, i + 1)
         memory = None
-        mig = ""
+        mode = ""
         if follow:
             cells = _cells(follow[0])
             mem = _MEMORY.search(cells[1]) if len(cells) > 1 else None
             memory = int(mem.group(2)) if mem else None
         if len(follow) > 1:
             cells = _cells(follow[1])
-            mig = _na(cells[-1]) or "" if cells else ""
+            mode = _na(cells[-1]) or "" if cells else ""
         gpus.append(Gpu(index=int(m["index"]), name=m["name"].strip(), memory_mib=memory,
-                        compute_cap=None, pci_bus_id=m["bus"], mig_mode=mig))
+                        compute_cap=None, pci_bus_id=m["bus"], mig_mode=mode,
+                        mig_devices=devices.get(int(m["index"]), ())))
     error = None if gpus or driver else (text.strip().splitlines() or ["empty output"])[0]
     return SmiView(driver=driver, cuda=cuda, gpus=tuple(gpus), error=error)
 
@@ -256,6 +261,7 @@ def parse_q(text: str) -> SmiView:
     gpus: list[Gpu] = []
     current: dict[str, str] | None = None
     path: list[tuple[int, str]] = []
+    block: list[str] = []
 
     def flush() -> None:
         if current is not None:
@@ -267,6 +273,7 @@ def parse_q(text: str) -> SmiView:
                 pci_bus_id=current["bus"],
                 mig_mode=_na(current.get("MIG Mode/Current")) or "",
                 uuid=_na(current.get("GPU UUID")) or "",
+                mig_devices=mig.from_q_block(block),
             ))
 
     for raw in text.splitlines():
@@ -278,7 +285,7 @@ def parse_q(text: str) -> SmiView:
         g = re.fullmatch(rf"GPU ({_BUS})", raw.strip())
         if indent == 0 and g:
             flush()
-            current, path = {"bus": g.group(1)}, []
+            current, path, block = {"bus": g.group(1)}, [], []
             continue
         if indent == 0 and sep:
             if key in ("Driver Version", "KMD Version") and driver is None:
@@ -288,6 +295,7 @@ def parse_q(text: str) -> SmiView:
             continue
         if current is None:
             continue
+        block.append(raw)
         while path and path[-1][0] >= indent:
             path.pop()
         full = "/".join([p for _, p in path] + [key])
@@ -317,7 +325,7 @@ def parse_proc_version(text: str) -> str | None:
 
 
 def gpus_and_driver(query: str | None, table: str | None, q: str | None,
-                    proc: str | None) -> tuple[tuple[Gpu, ...], Driver, list[str]]:
+                    proc: str | None, listing: str | None = None) -> tuple[tuple[Gpu, ...], Driver, list[str]]:
     """The GPUs, the driver, and sentences about what could not be read.
 
     The query is preferred for GPUs (full names, compute capability), the table
@@ -332,6 +340,8 @@ def gpus_and_driver(query: str | None, table: str | None, q: str | None,
     primary = next((views[n] for n in ("query", "table", "-q") if n in views and views[n].gpus), None)
     gpus = primary.gpus if primary else ()
     gpus = _fill_from(gpus, [v for v in views.values() if v is not primary and v.gpus])
+    if listing:
+        gpus = mig.with_devices(gpus, mig.from_list(listing))
     gpus = tuple(with_compute_cap(g) for g in gpus)
     kernel = parse_proc_version(proc) if proc else None
     smi_driver = next((v.driver for v in views.values() if v.driver), None)
@@ -364,6 +374,7 @@ def _fill_from(gpus: tuple[Gpu, ...], views: list[SmiView]) -> tuple[Gpu, ...]:
                 uuid=g.uuid or other.uuid,
                 memory_mib=g.memory_mib if g.memory_mib is not None else other.memory_mib,
                 mig_mode=g.mig_mode or other.mig_mode,
+                mig_devices=mig.merge(g.mig_devices, other.mig_devices),
             )
         out.append(g)
     return tuple(out)

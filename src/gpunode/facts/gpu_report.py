@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpunode.facts import mig
 from gpunode.facts.gpu import _BUS, SmiView, _na, _version, gpus_and_driver, parse_query, with_compute_cap
 from gpunode.facts.types import Driver, Gpu, Reported
 
@@ -54,10 +55,11 @@ def recognise(text: str) -> str | None:
     if re.search(r"GPU models and configuration\s*:|^PyTorch version\s*:|Collecting environment information",
                  text, re.M):
         return COLLECT_ENV
-    if re.search(r"^[ \t]*GPU \d+: .*\(UUID: GPU-", text, re.M):
-        return LIST
+    # a table pasted with `-L` is read as the table, the -L lines giving the MIG devices' UUIDs
     if "NVIDIA-SMI" in text and "|" in text:
         return TABLE
+    if re.search(r"^[ \t]*GPU \d+: .*\(UUID: GPU-", text, re.M):
+        return LIST
     if re.search(r"^[ \t]*(FB|BAR1|Conf Compute Protected) Memory Usage[ \t\r]*$", text, re.M) and \
             not re.search(r"^[ \t]*Product Name\s*:", text, re.M):
         return Q_MEMORY
@@ -82,13 +84,14 @@ def parse_xml(text: str) -> SmiView:
     starts = list(re.finditer(rf"<gpu id=\"({_BUS})\">", text))
     gpus = []
     for i, m in enumerate(starts):
-        block = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
-        # The first <total> after fb_memory_usage: MIG devices nest their own deeper, later.
+        whole = text[m.end():starts[i + 1].start() if i + 1 < len(starts) else len(text)]
+        # MIG devices come first with their own <fb_memory_usage> (netdata's recorded A100): read them apart
+        block = mig.without_xml_devices(whole)
         fb = re.search(r"<fb_memory_usage>\s*<total>\s*(\d+)\s*MiB", block)
-        mig = re.search(r"<mig_mode>\s*<current_mig>\s*([^<]*?)\s*</current_mig>", block)
+        mode = re.search(r"<mig_mode>\s*<current_mig>\s*([^<]*?)\s*</current_mig>", block)
         gpus.append(Gpu(index=i, name=_tag(block, "product_name") or "", memory_mib=int(fb.group(1)) if fb else None,
-                        compute_cap=None, pci_bus_id=m.group(1), mig_mode=_na(mig.group(1)) or "" if mig else "",
-                        uuid=_na(_tag(block, "uuid")) or ""))
+                        compute_cap=None, pci_bus_id=m.group(1), mig_mode=_na(mode.group(1)) or "" if mode else "",
+                        uuid=_na(_tag(block, "uuid")) or "", mig_devices=mig.from_xml_block(whole)))
     head = text[:starts[0].start()] if starts else text
     return SmiView(driver=_version(_tag(head, "driver_version")), cuda=_version(_tag(head, "cuda_version")),
                    gpus=tuple(gpus))
@@ -100,10 +103,10 @@ _LIST_ROW = re.compile(r"^[ \t]*GPU (\d+): (.+?) \(UUID: (GPU-[0-9A-Za-z-]+)\)[ 
 
 
 def parse_list(text: str) -> SmiView:
-    """`nvidia-smi -L`: one 'GPU 0: NAME (UUID: GPU-...)' line per GPU; MIG lines are skipped."""
+    """`nvidia-smi -L`: one 'GPU 0: NAME (UUID: GPU-...)' line per GPU, each followed by its MIG devices."""
     gpus = [Gpu(index=int(m.group(1)), name=m.group(2), memory_mib=None, compute_cap=None, uuid=m.group(3))
             for m in map(_LIST_ROW.match, text.splitlines()) if m]
-    return SmiView(gpus=tuple(gpus))
+    return SmiView(gpus=mig.with_devices(tuple(gpus), mig.from_list(text)))
 
 
 # -- check_env and collect_env -----------------------------------------------------------
@@ -154,7 +157,7 @@ def parse_collect_env(text: str) -> tuple[SmiView, Reported]:
             row = re.match(r"^[ \t]*GPU (\d+): (.+?)[ \t\r]*$", line)
             if row:
                 gpus.append(Gpu(index=int(row.group(1)), name=row.group(2), memory_mib=None, compute_cap=None))
-            elif line.strip() and gpus:
+            elif line.strip() and gpus and not mig.LIST_MIG.match(line):   # its -L copy lists MIG devices
                 break
     torch = _value(text, "PyTorch version")
     runtime = _value(text, "CUDA runtime version")
@@ -165,6 +168,7 @@ def parse_collect_env(text: str) -> tuple[SmiView, Reported]:
                         torch_cuda=_version(_value(text, "CUDA used to build PyTorch")) or _cuda_of_torch(torch),
                         cuda_runtime=runtime, wsl="microsoft-standard-WSL" in text,
                         machine=machine.group(1) if machine else None)
+    gpus = list(mig.with_devices(tuple(gpus), mig.from_list(text[m.start():] if m else "")))
     return SmiView(driver=_version(_value(text, "Nvidia driver version")), gpus=tuple(gpus)), reported
 
 
@@ -189,7 +193,7 @@ def read_report(text: str) -> Report:
         if cut:
             return Report(fmt, (), Driver(None, None), (), None, missing=cut)
     if fmt in (TABLE, Q, QUERY, Q_MEMORY, None):
-        gpus, driver, problems = gpus_and_driver(_query(text), text, text, None)
+        gpus, driver, problems = gpus_and_driver(_query(text), text, text, None, text)
     else:
         if fmt == XML:
             view = parse_xml(text)

@@ -12,7 +12,8 @@ from gpunode.facts.types import Facts, Install, System
 def parse(raw: RawFacts) -> Facts:
     """Pure: the same snapshot always gives the same facts."""
     gpus, driver, problems = gpu.gpus_and_driver(
-        raw.ok("nvidia_query"), _any(raw, "nvidia_smi"), _any(raw, "nvidia_smi_q"), raw.ok("driver_proc"))
+        raw.ok("nvidia_query"), _any(raw, "nvidia_smi"), _any(raw, "nvidia_smi_q"), raw.ok("driver_proc"),
+        raw.ok("nvidia_smi_list"))
     libs = cuda.parse_libs(raw.ok("libs") or "")
     os_id, os_version = system.parse_os_release(raw.ok("os_release") or "")
     pythons, default_python = system.parse_pythons(raw.ok("pythons") or "")

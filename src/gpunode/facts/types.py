@@ -9,6 +9,18 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class MigDevice:
+    """One MIG device (a compute instance in its GPU instance): what CUDA sees as a GPU of its own."""
+
+    index: int                      # nvidia-smi's "MIG Dev" / "Device N" on its GPU
+    profile: str = ""               # "1g.10gb"; "" where the format does not show it (table, -q, XML)
+    memory_mib: int | None = None   # None where the format does not show it (-L)
+    uuid: str = ""                  # "MIG-<uuid>" (R470+), "MIG-GPU-<uuid>/<gi>/<ci>" (R450/R460); only -L shows it
+    gpu_instance: int | None = None
+    compute_instance: int | None = None
+
+
+@dataclass(frozen=True)
 class Gpu:
     index: int
     name: str                       # "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
@@ -18,6 +30,7 @@ class Gpu:
     pci_bus_id: str = ""
     mig_mode: str = ""              # "Enabled" / "Disabled" / "" (N/A)
     uuid: str = ""
+    mig_devices: tuple[MigDevice, ...] = ()   # MIG on: the instances the report shows
 
 
 @dataclass(frozen=True)

@@ -239,7 +239,12 @@ def _servers(kb: KB, p: Pinset, gpus: GpuSet | None, slots: list, venv: str, mod
         head = [flags.flag(kb, "model", e, v), model_path, flags.flag(kb, "served_model_name", e, v), served,
                 flags.flag(kb, "host", e, v), choices.host, flags.flag(kb, "port", e, v), str(port)]
         full = (*head, *args)
-        if gpus is not None:
+        if gpus is not None and gpus.mig:   # slot: a position in gpus.mig (resolve/topology.py _mig)
+            inst = gpus.mig[slot[0]]
+            env = {"CUDA_VISIBLE_DEVICES": inst.device.uuid}
+            out.append(Server(inst.name, (inst.gpu.index,), port, inst.device.uuid,
+                              (f"{venv}/bin/python", *kb.entrypoints[e].argv, *full), full, env, serves_http))
+        elif gpus is not None:
             cvd = ",".join(str(i) for i in slot)
             env = {"CUDA_VISIBLE_DEVICES": cvd, **(gpus.arch.tp_env if len(slot) > 1 else {})}
             name = f"gpu{slot[0]}" if len(slot) == 1 else f"gpu{slot[0]}-{slot[-1]}"

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts, Gpu
-from gpunode.resolve import kernels, products
+from gpunode.resolve import kernels, mig, products
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.kb import KB, Arch
 from gpunode.resolve.products import Product
@@ -24,6 +24,7 @@ class GpuSet:
     memory_from: Product | None = None
     memory_floor: bool = False
     host_arch: Product | None = None  # the product whose systems fix the host's CPU architecture
+    mig: tuple[mig.Instance, ...] = ()   # MIG on: the devices that each run a server (memory_mib: the smallest)
 
     @property
     def indexes(self) -> tuple[int, ...]:
@@ -95,12 +96,12 @@ def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | Non
                  f"{len(selected)} GPU(s) ({', '.join(names)}) have compute capability {cc}",
                  fact="; ".join(f for _, f in rows[:2]) + (" ..." if len(rows) > 2 else ""),
                  rule=arch.where, source=arch.source)
-    for g in selected:
-        if g.mig_mode == "Enabled":
-            trail.warn(f"GPU {g.index} has MIG enabled; the plan treats it as one whole GPU")
-    memory, made, floor = _memory(selected, cc, trail)
     hosts = {p.host for p in map(products.lookup, names) if p}
     host = next((p for p in map(products.lookup, names) if p and p.host), None) if len(hosts) == 1 else None
+    instances = mig.instances(facts, selected, trail)
+    if instances:
+        return GpuSet(selected, arch, min(i.device.memory_mib or 0 for i in instances), None, False, host, instances)
+    memory, made, floor = _memory(selected, cc, trail)
     return GpuSet(selected, arch, memory, made, floor, host)
 
 

@@ -76,7 +76,7 @@ class RouterPlan:
 
 @dataclass(frozen=True)
 class Topology:
-    kind: str                   # "per-gpu" | "tensor-parallel" | "cpu-slots" | "multi-node"
+    kind: str                   # "per-gpu" | "tensor-parallel" | "cpu-slots" | "multi-node" | "mig"
     servers: int
     tp: int
     gpus: tuple[int, ...]

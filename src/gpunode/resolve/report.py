@@ -41,7 +41,9 @@ def facts_view(facts: Facts) -> dict[str, Any]:
     return {
         "target": facts.target,
         "gpus": [{"index": g.index, "name": g.name, "memory_mib": g.memory_mib, "compute_cap": g.compute_cap,
-                  "compute_cap_source": g.compute_cap_source, "pci_bus_id": g.pci_bus_id, "mig_mode": g.mig_mode}
+                  "compute_cap_source": g.compute_cap_source, "pci_bus_id": g.pci_bus_id, "mig_mode": g.mig_mode,
+                  **({"mig_devices": [{"index": d.index, "profile": d.profile, "memory_mib": d.memory_mib,
+                                       "uuid": d.uuid} for d in g.mig_devices]} if g.mig_devices else {})}
                  for g in facts.gpus],
         "driver": {"version": facts.driver.version, "cuda": facts.driver.cuda},
         "system": {"os": f"{s.os_id} {s.os_version}".strip(), "arch": s.arch, "glibc": s.glibc,

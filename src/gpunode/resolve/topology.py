@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
+from gpunode.resolve import mig
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB
@@ -27,7 +28,12 @@ class DoesNotFit(ResolveError):
 def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: float, choices: Choices, kb: KB,
                  trail: Trail, nodes: Nodes | None = None) -> tuple[Topology, list[tuple[int, ...]]]:
     if nodes is not None:
+        if gpus.mig:
+            raise ResolveError(f"a multi-node server cannot run on MIG devices: {mig.WHY_NO_TP}", target=facts.target,
+                               hint="leave this target out of the multinode group, or turn MIG off on its GPUs")
         return _multi_node(facts, gpus, rule, mem_fraction, kb, trail, nodes)
+    if gpus.mig:
+        return _mig(facts, gpus, rule, mem_fraction, choices, kb, trail)
     n = len(gpus.gpus)
     arch = gpus.arch
     size = rule.model.size_bytes if rule.model else 0
@@ -88,6 +94,34 @@ def gpu_topology(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: floa
     trail.decide("topology", f"{len(groups)} server(s) x tp {tp} ({kind})", why, fact=fit,
                  rule="compat/gpus.yml topology", source=kb.topology_source)
     return Topology(kind, len(groups), tp, indexes, tuple(unused)), groups
+
+
+def _mig(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: float, choices: Choices, kb: KB,
+         trail: Trail) -> tuple[Topology, list[tuple[int, ...]]]:
+    """One server per MIG device (groups hold positions in gpus.mig); no tensor parallelism across devices."""
+    n = len(gpus.mig)
+    size = rule.model.size_bytes if rule.model else 0
+    mem = (gpus.memory_mib or 0) * (1 << 20)
+    usable = mem * mem_fraction * (1 - kv_reserve(kb))
+    fit = (f"weights {size / GIB:.1f} GiB; {n} MIG device(s), the smallest {mem / GIB:.1f} GiB; mem_fraction "
+           f"{mem_fraction}; {kv_reserve(kb):.0%} of the pool kept for KV cache -> {usable / GIB:.1f} GiB for weights "
+           "per device")
+    if choices.tp and choices.tp > 1:
+        raise ResolveError(f"tp: {choices.tp} across MIG devices: {mig.WHY_NO_TP}", target=facts.target,
+                           hint="set tp: 1 (one server per MIG device), or turn MIG off to run tensor parallelism "
+                                "over whole GPUs")
+    if not size and not choices.tp:
+        raise ResolveError(f"{_no_size(rule)}, so the plan cannot tell whether it fits one MIG device",
+                           target=facts.target, hint=NO_SIZE_HINT)
+    if size > usable:
+        raise DoesNotFit(f"{rule.label} does not fit one MIG device, and tensor parallelism across MIG devices is "
+                         f"not possible ({mig.WHY_NO_TP}): {fit}", target=facts.target,
+                         hint="make larger MIG devices (a profile with more memory, e.g. one 7g instance), turn MIG "
+                              "off, or use a smaller checkpoint")
+    why = ("MIG is enabled: each MIG device runs its own server" +
+           (f"; {_no_size(rule)}: tp: 1 set by the inventory" if not size else ""))
+    trail.decide("topology", f"{n} server(s) x tp 1 (mig)", why, fact=fit, rule="resolve/mig.py", source=mig.SOURCE)
+    return Topology("mig", n, 1, gpus.indexes), [(k,) for k in range(n)]
 
 
 def _multi_node(facts: Facts, gpus: GpuSet, rule: ModelRule, mem_fraction: float, kb: KB, trail: Trail,
