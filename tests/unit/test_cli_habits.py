@@ -144,3 +144,23 @@ def test_skip_tags_runs_every_other_role_and_checks_its_names(tmp_path, capsys, 
     from gpunode import roles
 
     assert seen["only"] == ",".join(r for r in roles.order() if r not in ("weights", "cuda_fixes"))
+
+
+def test_hints_name_the_command_the_user_ran_with_their_inventory(tmp_path, capsys):
+    inv = site(tmp_path)
+    code, _, err = run(["onboard", "-i", str(inv), "--host", "lab"], capsys)
+    assert code == 2 and f"hint: e.g. gpunode onboard -i {inv} --host kpro6 --ct 203 --check" in err, err
+
+    from pathlib import Path as P
+
+    from gpunode.cli import habits
+    from gpunode.transport.hostkeys import trust_hint
+
+    habits.program, habits.inventory_typed = "gpunode", "my-site"
+    said = habits.as_typed(f"error: lab: unknown host key\nhint: {trust_hint('lab', None, P('k'))}")
+    assert said.endswith("`gpunode hostkeys.trust -i my-site --host lab` or pin host_key in the inventory")
+    habits.program = "inv"  # tasks.py's: the same hint as a checkout's user types it
+    assert "`inv hostkeys.trust -i my-site --host lab`" in habits.as_typed(f"hint: {trust_hint('lab', None, P('k'))}")
+    # what another run recorded (a lock holder's command line) is quoted as it was, not rewritten
+    assert habits.as_typed("error: locked by bob running inv provision") == "error: locked by bob running inv provision"
+    habits.inventory_typed = None

@@ -52,3 +52,17 @@ def test_pct_failures_become_connect_errors(code, err, match):
 def test_a_commands_own_failure_stays_a_result(code, err, argv):
     result = pct_run(code, err, argv)
     assert result.exit_code == code and result.stderr == err
+
+
+def test_a_stopped_container_on_a_real_proxmox_host_is_started_with_its_own_pct():
+    """Real Proxmox VE's message (pve-container's `pct exec` on a stopped CT): the hint is the host's
+    own `pct start`, never `inv lab.up` (the built-in lab's task, which a Proxmox user does not have)."""
+    with pytest.raises(ConnectError) as err:
+        pct_run(255, "container '200' not running!\n")
+    assert err.value.hint == "start it with `pct start 200` on kpro6"
+    from gpunode.transport import PctTransport
+
+    with pytest.raises(ConnectError) as err:  # the lab's stand-in, as its inventory's pct_path names it
+        PctTransport(FakeHost(255, "container '202' not running!\n"), 202,
+                     pct="/var/lib/gpunode-lab/bin/pct").run(["true"])
+    assert err.value.hint == "start it with `/var/lib/gpunode-lab/bin/pct start 202` on kpro6"

@@ -32,11 +32,15 @@ def task(*args: Any, **kwargs: Any):
         def run(*a: Any, **kw: Any):
             try:
                 from gpunode import settings
+                from gpunode.cli import habits
 
+                habits.inventory_typed = kw.get("inventory") or None  # for the commands a hint suggests
                 settings.apply_colour(settings.current())
                 return fn(*a, **kw)
             except GpunodeError as exc:
-                raise Exit(printable(redact(f"error: {exc}")), code=2) from None
+                from gpunode.cli.habits import as_typed
+
+                raise Exit(printable(redact(as_typed(f"error: {exc}"))), code=2) from None
             except KeyboardInterrupt:
                 raise Exit("interrupted; re-running is safe and resumes where this run stopped", code=130) from None
             except (Exit, UnexpectedExit):

@@ -73,6 +73,51 @@ class Given:
 
 given = Given()
 
+#: The command the user ran: gpunode.cli.main.main (the console script) sets "gpunode"; tasks.py is `inv`.
+program = "inv"
+#: The -i/--inventory the user typed, for the commands a hint suggests (cli.common.inventory_path sets it).
+inventory_typed: str | None = None
+
+
+def as_typed(text: str) -> str:
+    """A message's hints as the user would type them: `inv status` becomes `gpunode status` under the
+    console script (and back under `inv`), with the user's own -i where the task takes one. Only the
+    `hint:` lines: the rest may quote what another run recorded (a lock holder's command)."""
+    names = _tasks()
+    if not names or "hint:" not in text:
+        return text
+    suggested = re.compile(r"\b(?:inv|gpunode) (" + "|".join(re.escape(n) for n in sorted(names, key=len,
+                                                                                           reverse=True)) + r")\b")
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("hint:"):
+            lines[i] = suggested.sub(lambda seen, line=line: _typed(seen, line, names), line)
+    return "\n".join(lines)
+
+
+def _typed(seen: re.Match[str], line: str, names: dict[str, bool]) -> str:
+    import shlex
+
+    task = seen.group(1)
+    said = f"{program} {task}"
+    rest = line[seen.end():]
+    if inventory_typed and names[task] and not re.match(r"[^`;]*(?:--inventory|\s-i\s)", rest):
+        said += f" -i {shlex.quote(inventory_typed)}"
+    return said
+
+
+def _tasks() -> dict[str, bool]:
+    """Every task name of the program the user ran -> whether it takes --inventory."""
+    import inspect
+
+    from gpunode.cli.main import ns
+
+    out: dict[str, bool] = {}
+    for name in ns.task_names:
+        body = ns[name].body
+        out[name] = "inventory" in inspect.signature(body).parameters
+    return out
+
 
 def translate(argv: list[str]) -> list[str]:
     """argv with the ALIASES spelled as gpunode spells them (up to a `--`, after which it is data)."""

@@ -26,7 +26,10 @@ def main(argv: list[str] | None = None, namespace: Collection | None = None) -> 
     """Run the CLI (namespace: another task tree, e.g. tasks.py's with the lab's). Each task turns
     its own errors into messages (cli.common.task); this is the last resort for what escapes
     outside a task, e.g. while invoke converts an option's value."""
+    from gpunode.cli import habits
     from gpunode.cli.program import GpunodeProgram
+
+    habits.program = "gpunode"  # the console script: its hints name `gpunode ...`, not `inv ...`
     from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report, printable
     from gpunode.secrets import redact
 
@@ -40,7 +43,7 @@ def main(argv: list[str] | None = None, namespace: Collection | None = None) -> 
         reader_gone()
         sys.exit(0)
     except GpunodeError as exc:
-        print(printable(redact(f"error: {exc}")), file=sys.stderr)
+        print(printable(redact(habits.as_typed(f"error: {exc}"))), file=sys.stderr)
         sys.exit(2)
     except ValueError as exc:
         if os.environ.get("GPUNODE_DEBUG"):

@@ -43,6 +43,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from rich.console import Console
 
     from gpunode import pipeline
+    from gpunode.cli.habits import as_typed
     from gpunode.cli.progress import Feed, LiveLines
     from gpunode.cli.session import Session
     from gpunode.engine.lock import Owner
@@ -70,8 +71,8 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     console = Console(stderr=True) if json else Console()
     run_id = new_run_id()
     live = None if json else LiveLines(console)
-    sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(console, redact=redact,
-                                                                                        live=live, commands=commands)
+    sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(
+        console, redact=lambda text: as_typed(redact(text)), live=live, commands=commands)
 
     def show_plan(name: str, plan) -> None:
         if json:

@@ -86,7 +86,8 @@ class PctTransport(Transport):
             raise ConnectError(
                 f"{where} is not running",
                 target=self.name,
-                hint=f"start it with `pct start {self.vmid}` on {self.host_name} (or `inv lab.up` in the lab)",
+                hint=f"start it with `{'pct' if self.pct == '/usr/sbin/pct' else self.pct} start {self.vmid}` "
+                     f"on {self.host_name}",
                 evidence=err.strip(),
             )
         missing = _NOT_FOUND_IN_CT.search(err)
