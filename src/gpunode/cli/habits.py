@@ -8,6 +8,7 @@ cli.common.load_inventory and select_targets read.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -91,11 +92,11 @@ def as_typed(text: str) -> str:
     lines = text.split("\n")
     for i, line in enumerate(lines):
         if line.startswith("hint:"):
-            lines[i] = suggested.sub(lambda seen, line=line: _typed(seen, line, names), line)
+            lines[i] = suggested.sub(functools.partial(_typed, line=line, names=names), line)
     return "\n".join(lines)
 
 
-def _typed(seen: re.Match[str], line: str, names: dict[str, bool]) -> str:
+def _typed(seen: re.Match[str], *, line: str, names: dict[str, bool]) -> str:
     import shlex
 
     task = seen.group(1)
