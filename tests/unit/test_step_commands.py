@@ -257,3 +257,19 @@ def test_a_port_that_never_answers_fails_naming_it(tmp_path):
     with pytest.raises(StepError, match=r"not every URL answered with 200 within 0s \(exit code 4\)") as info:
         step.apply(LocalTransport())
     assert "no answer with 200 from http://127.0.0.1:9/" in info.value.evidence
+
+
+def test_a_service_and_a_unit_check_read_as_the_systemctl_commands_they_run():
+    """--commands shows what pyinfra would (`systemctl start x`), not the 7-line script that makes it
+    safe to repeat; the script itself stays what runs (its argv)."""
+    from gpunode.steps.systemd import Service, verify_command
+
+    (start,) = Service("gpunode-cpu0.service").commands()
+    assert start.shown() == ("systemctl enable gpunode-cpu0.service && systemctl start gpunode-cpu0.service"
+                             "  # after a daemon-reload where systemd asks for one")
+    assert start.argv[:2] == ("sh", "-c") and "systemctl start" in start.argv[2]
+    (stop,) = Service("gpunode-cpu1.service", enabled=None, running=False).commands()
+    assert stop.shown().startswith("systemctl stop gpunode-cpu1.service  #")
+    shown = verify_command("gpunode-cpu0.service", b"[Unit]\n").shown()
+    assert shown == "systemd-analyze verify /run/gpunode-verify.XXXXXX/gpunode-cpu0.service  # stdin: 7 bytes"
+    assert "\n" not in start.shown() + shown

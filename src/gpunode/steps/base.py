@@ -141,9 +141,14 @@ class Command:
     timeout: float | None = None
     #: its stdout is progress (an installer's lines, a copy's @@progress): run_all streams it into the sink
     watched: bool = False
+    #: a script's effect as the plain commands it runs (`systemctl start x`), shown in its place by
+    #: --commands: the script around them only makes them safe to repeat and their failures readable
+    reads_as: str = ""
 
     def shown(self) -> str:
         """The command as a shell line a person can read and run; stdin as its size."""
+        if self.reads_as:
+            return self.reads_as + (f"  # stdin: {len(self.stdin)} bytes" if self.stdin is not None else "")
         line = " ".join("<hidden>" if i in self.hidden else shell.quote(w) for i, w in enumerate(self.argv))
         return line + (f"  # stdin: {len(self.stdin)} bytes" if self.stdin is not None else "")
 

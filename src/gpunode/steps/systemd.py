@@ -58,6 +58,7 @@ SHOW = Pass("systemctl show", lambda names: reuse.units([str(n) for n in names])
 def verify_command(name: str, data: bytes) -> Command:
     """The rendered unit `name` as systemd-analyze reads it, before it replaces the one on the target."""
     return Command(tuple(shell.sh(_VERIFY, name)), f"verifying {name} with systemd-analyze", stdin=data,
+                   reads_as=f"systemd-analyze verify /run/gpunode-verify.XXXXXX/{shell.quote(name)}",
                    failure=f"systemd would not load the new {name}; the unit on the target was left as it was",
                    hint="the lines above are systemd-analyze's; fix the variable or template that made them "
                    "(`inv provision --check` shows the unit's diff)")
@@ -206,7 +207,11 @@ class Service(Step):
         def word(value: bool | None) -> str:
             return "" if value is None else ("yes" if value else "no")
 
+        said = [f"systemctl {verb} {shell.quote(self.name)}" for verb, wanted in
+                (("enable", self.enabled is True), ("disable", self.enabled is False),
+                 ("start", self.running is True), ("stop", self.running is False)) if wanted]
         return [Command(tuple(shell.sh(_SERVICE_APPLY, self.name, word(self.enabled), word(self.running))),
                         f"bringing {self.name} to the wanted state",
+                        reads_as=" && ".join(said) + "  # after a daemon-reload where systemd asks for one",
                         failure=f"systemctl could not bring {self.name} to the wanted state",
                         hint=f"see `journalctl -u {self.name}` on the target; re-running is safe")]
