@@ -50,15 +50,19 @@ def _diff_text(diff: str) -> Text:
 class HumanReport:
     """One line per step and handler, diffs when the engine sent them, a recap table at the end.
 
-    show_ok=False hides steps that needed nothing (the recap still counts them).
+    show_ok=False hides steps that needed nothing (the recap still counts them); brief=True also
+    makes the recap of a run where nothing changed one line per target (the table is for runs
+    with something to read in it).
     """
 
     def __init__(self, console: Console | None = None, *, show_ok: bool = True, redact: Redact = _same,
-                 live: Callable[[Start | Progress | TargetRecap], None] | None = None, commands: bool = False):
+                 live: Callable[[Start | Progress | TargetRecap], None] | None = None, commands: bool = False,
+                 brief: bool = False):
         """live: receives Start, Progress and TargetRecap items (the live progress lines).
         commands: print the commands a would-be change runs (check mode, `--commands`)."""
         self.console = console or Console()
         self.show_ok = show_ok
+        self.brief = brief
         self.commands = commands
         # Everything this prints passes self.redact: masked, then escaped for the terminal (a reason
         # or a diff quotes what the target printed).
@@ -106,9 +110,22 @@ class HumanReport:
 
     def finish(self, recaps: Sequence[TargetRecap]) -> None:
         check = any(r.check for r in recaps)
+        if self.brief and recaps and all(r.succeeded and not r.changed for r in recaps):
+            for r in recaps:
+                trips = f"{r.round_trips} round trip{'s' if r.round_trips != 1 else ''}"
+                line = Text()
+                line.append(f"{printable(r.target)}: ", style="bold")
+                line.append("ok", style="green")
+                line.append(f", nothing {'would change' if check else 'changed'} ({r.ok} steps, {trips}, "
+                            f"{r.duration:.1f}s)")
+                self.console.print(line, highlight=False, soft_wrap=True)
+            return
         table = Table(title="recap (check mode: nothing was changed)" if check else "recap")
         for name in ("target", "ok", "changed", "failed", "skipped", "time", "round trips", "result"):
-            table.add_column(name, justify="left" if name in ("target", "result") else "right")
+            # the result is never cut or wrapped ("UNREACHABLE" in 80 columns): the others give way
+            table.add_column(name, justify="left" if name in ("target", "result") else "right",
+                             no_wrap=name == "result", min_width=len("UNREACHABLE") if name == "result" else None,
+                             overflow="fold")
         for r in recaps:
             result = (Text("ok", style="green") if r.succeeded else
                       Text("UNREACHABLE", style="bold red") if r.unreachable else Text("FAILED", style="bold red"))

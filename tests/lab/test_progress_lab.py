@@ -1,6 +1,6 @@
-"""Live progress of a real `inv provision --json -v` on a fresh cpu-profile container: the engine
+"""Live progress of a real `inv provision --json -vv` on a fresh cpu-profile container: the engine
 venv install in packages, the weight staging in bytes, the readiness wait with each server's
-state, in order and complete; -v streams the target's lines; doctor then finds the fleet healthy."""
+state, in order and complete; -vv streams the target's lines; doctor then finds the fleet healthy."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ box = container_fixture(VMID, MEMORY_MB, "lab-progress")
 @pytest.fixture(scope="module")
 def run(box, tmp_path_factory):
     inventory = cpu_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", VMID)
-    return inventory, provision_ok(inventory, VMID, "-v")
+    return inventory, provision_ok(inventory, VMID, "-vv")
 
 
 def of(result, step: str) -> list[dict]:

@@ -57,3 +57,27 @@ def test_final_json_recap_sums_targets_and_redacts_errors():
     assert (line["ok"], line["changed"], line["skipped"], line["succeeded"]) == (3, 1, 4, False)
     assert line["duration"] == 2.0
     assert line["targets"][1]["error"] == "b is locked, token=***"
+
+
+def _shown(recaps, width: int = 80, brief: bool = False) -> str:
+    out = io.StringIO()
+    HumanReport(Console(file=out, width=width, color_system=None), brief=brief).finish(recaps)
+    return out.getvalue()
+
+
+def test_a_no_op_run_is_one_line_per_target_unless_verbose():
+    recaps = [TargetRecap("lab/200", check=True, ok=29, duration=2.1, round_trips=1),
+              TargetRecap("lab/201", check=True, ok=27, duration=1.9, round_trips=1)]
+    assert _shown(recaps, brief=True) == ("lab/200: ok, nothing would change (29 steps, 1 round trip, 2.1s)\n"
+                                          "lab/201: ok, nothing would change (27 steps, 1 round trip, 1.9s)\n")
+    assert "recap (check mode" in _shown(recaps, brief=False)  # -v: the table
+    recaps[1].changed = 1  # something to read: the table
+    assert "recap (check mode" in _shown(recaps, brief=True)
+
+
+def test_the_recap_never_cuts_unreachable_at_80_columns():
+    long = "kpro-gpu-node-with-a-long-name-17/100200"
+    gone = TargetRecap(long, ok=0, duration=12.3, round_trips=1, error="x", unreachable=True)
+    shown = _shown([TargetRecap("lab/200", ok=29, changed=3, duration=2.1, round_trips=4), gone])
+    assert max(len(line) for line in shown.splitlines()) <= 80
+    assert "UNREACHABLE" in shown and "UNREACHAB…" not in shown

@@ -12,7 +12,7 @@ HELP = {
     "host": "inventory host (a Proxmox host, or a plain SSH host)",
     "ct": "container vmid on that host (omit for a plain SSH host)",
     "group": "provision every target of an inventory group, in parallel",
-    "check": "show the plan and the diffs; change nothing",
+    "check": "show what would change and the diffs (-v: the plan too); change nothing",
     "diff": "show diffs of changed files",
     "only": "run only these roles (comma-separated) after checking what they depend on is in place "
             "(Ansible's -t/--tags: gpunode's roles are its tags)",
@@ -26,8 +26,9 @@ HELP = {
     "commands": "print the exact commands each change would run (implies --check; steps whose apply is a "
                 "fixed list of commands: files, directories, links, units, services)",
     "ask-become-pass": "ask once for the sudo password of hosts with become (else $GPUNODE_BECOME_PASSWORD)",
-    "verbose": "stream what long steps print on the target (installer, staging, readiness), each line "
-               "prefixed with the target; -vvv also shows the traceback of an internal error",
+    "verbose": "-v: every step (also those with nothing to do) and, with --check, the plan; -vv: also what "
+               "long steps print on the target (installer, staging, readiness), each line prefixed with the "
+               "target; -vvv: also the traceback of an internal error",
 }
 
 
@@ -71,13 +72,16 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     console = Console(stderr=True) if json else Console()
     run_id = new_run_id()
     live = None if json else LiveLines(console)
+    verbose = int(verbose or 0)
     sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(
-        console, redact=lambda text: as_typed(redact(text)), live=live, commands=commands)
+        console, redact=lambda text: as_typed(redact(text)), live=live, commands=commands, show_ok=verbose >= 1,
+        brief=verbose == 0)
+    streamed = verbose >= 2  # -vv: the target's own lines
 
     def show_plan(name: str, plan) -> None:
         if json:
             sink.plan(name, plan.to_dict())
-        elif check:
+        elif check and verbose:
             from gpunode.resolve.explain import render
 
             console.print(f"[bold]{printable(name)}[/bold]: plan")
@@ -92,7 +96,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 # every node's facts first: one plan is made from all of them (docs/multinode.md)
                 jobs = pipeline.prepare_group([(t, session.transport(t)) for t in targets],
                                               progress=lambda name: Feed(name, sink),
-                                              output=(lambda name: _streamer(console, name, redact)) if verbose
+                                              output=(lambda name: _streamer(console, name, redact)) if streamed
                                               else None)
                 for job in jobs:
                     show_plan(job.target.name, job.plan)
@@ -107,7 +111,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                         jobs.append(pipeline.prepare(target, session.transport(target), only=only,
                                                      progress=Feed(target.name, sink),
                                                      facts_dir=Path(facts) if facts else None,
-                                                     output=_streamer(console, target.name, redact) if verbose
+                                                     output=_streamer(console, target.name, redact) if streamed
                                                      else None))
                     except ConnectError as exc:  # the others go on; the recap says UNREACHABLE
                         lost[target.name] = pipeline.unreachable(target, exc, check=check, emit=sink)
@@ -120,7 +124,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
             else:
                 # Lock, facts and every step's probe in one round trip per target.
                 pairs = [(pipeline.Planner(t, progress=Feed(t.name, sink),
-                                           output=_streamer(console, t.name, redact) if verbose else None),
+                                           output=_streamer(console, t.name, redact) if streamed else None),
                           session.transport(t)) for t in targets]
                 recaps = pipeline.provision_live(pairs, check=check, diff=diff or check, emit=sink, forks=forks,
                                                  owner=Owner.current(run_id),
