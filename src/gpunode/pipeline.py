@@ -23,7 +23,7 @@ from gpunode.engine import RolePlan, TargetRecap, recorded, run_target, run_targ
 from gpunode.engine.events import Emit, Start
 from gpunode.engine.lock import Owner
 from gpunode.engine.runner import DEFAULT_STATE_DIR, Begun, begin, finish, new_run_id
-from gpunode.errors import ConnectError, FactError, InventoryError, StepError
+from gpunode.errors import FactError, GpunodeError, InventoryError, StepError
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
 from gpunode.facts.probe import collect, gather, inline
@@ -118,12 +118,13 @@ def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = 
                    emit: Emit, forks: int = 4, owner: Owner | None = None,
                    on_plan: Callable[[Planner], None] | None = None,
                    state_dir: str = DEFAULT_STATE_DIR) -> list[TargetRecap]:
-    """Every target: lock + facts + probes in one round trip and its plan (in parallel); then,
-    only when every target's facts and plan were accepted, report or apply (in parallel).
+    """Every target: lock + facts + probes in one round trip and its plan (in parallel); then
+    report or apply (in parallel) on every target whose facts and plan were accepted.
 
     A target that cannot be reached (engine.begin: a ConnectError) is reported unreachable in its
-    recap and the others go on, as Ansible does; a refusal on any target (bad facts, no plan) is
-    raised before any target changes, as prepare() does, and every lock taken is released."""
+    recap and the others go on, as Ansible does; so is a target whose facts or plan are refused
+    (its model folder missing, no stack fits): its recap carries the refusal, its lock is released
+    and nothing changes on it. Anything else (a bug) is raised once every lock taken is released."""
     owner = owner or Owner.current(new_run_id())
     guard = threading.Lock()
 
@@ -140,23 +141,25 @@ def provision_live(pairs: Sequence[tuple[Planner, Transport]], *, check: bool = 
     pool: Executor = ThreadPoolExecutor(max_workers=max(1, min(forks, len(pairs)))) if len(pairs) > 1 else _Here()
     with pool:
         futures = [pool.submit(open_one, pair) for pair in pairs]
-        begun: list[Begun] = []
+        begun: list[Begun | TargetRecap] = []
         failure: BaseException | None = None
-        for f in futures:
+        for (planner, _), f in zip(pairs, futures, strict=True):
             try:
                 begun.append(f.result())
+            except GpunodeError as exc:  # refused at its facts or plan: this target only
+                begun.append(stopped(planner.target, exc, check=check, emit=safe_emit))
             except BaseException as exc:  # noqa: BLE001 - raised below, once every lock is released
                 failure = failure or exc
         if failure is not None:
             for b in begun:
-                if b.held is not None:
+                if isinstance(b, Begun) and b.held is not None:
                     b.held.release()
             raise failure
         if on_plan is not None:
             for planner, _ in pairs:
                 if planner.plan is not None:
                     on_plan(planner)
-        return list(pool.map(finish, begun))
+        return list(pool.map(lambda b: b if isinstance(b, TargetRecap) else finish(b), begun))
 
 
 class _Here(Executor):
@@ -253,9 +256,10 @@ def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callab
     return jobs
 
 
-def unreachable(target: Target, exc: ConnectError, *, check: bool, emit: Emit) -> TargetRecap:
-    """The recap of a target prepare() could not reach: reported as the engine reports one, so the
-    other targets go on (--only and --facts runs prepare every target before the engine)."""
+def stopped(target: Target, exc: GpunodeError, *, check: bool, emit: Emit) -> TargetRecap:
+    """The recap of a target that could not be reached or whose facts or plan were refused, before
+    any step: reported as the engine reports one (unreachable for a ConnectError), so the other
+    targets go on (--only and --facts runs prepare every target before the engine)."""
     recap = TargetRecap(target.name, check=check)
     recap.stopped_by(exc)
     emit(Start(target.name, (), 0, check))

@@ -90,3 +90,40 @@ def test_the_human_recap_says_unreachable():
             for line in out.getvalue().splitlines() if line.startswith("│ kpro6")}
     assert rows == {"kpro6/200": "ok", "kpro6/202": "UNREACHABLE"}
     assert "kpro6/202: container 202 is not running" in out.getvalue()
+
+
+def refusing_planner() -> SimpleNamespace:
+    """A target whose facts are refused, as pipeline.check_model refuses a missing model folder."""
+    from gpunode.errors import FactError
+
+    def build(output: str, nonce: str) -> list[RolePlan]:
+        raise FactError("model folder /mnt/models/m does not exist on lab/201", target="lab/201",
+                        hint="check model_source in the inventory")
+
+    prelude = recorded.Prelude(recorded.key_for(["r"]), lambda nonce: "", build)
+    return SimpleNamespace(prelude=prelude, plan=None, target=SimpleNamespace(name="lab/201"))
+
+
+def test_a_target_refused_at_its_facts_is_in_the_recap_and_the_others_go_on(tmp_path: Path):
+    """One container's model folder missing once stopped every target (exit 2, no --json output at
+    all), even in --check; now it is that target's recap, as an unreachable one is."""
+    for check in (True, False):
+        out = io.StringIO()
+        sink = JsonLines(out, run_id="r1")
+        root = tmp_path / ("check" if check else "apply")
+        pairs = [(refusing_planner(), CountingTransport()), (planner(root), CountingTransport())]
+        # forks=1: both targets are this machine, with one lock folder (the refused one releases it first)
+        recaps = pipeline.provision_live(pairs, check=check, emit=sink, forks=1,  # type: ignore[arg-type]
+                                         state_dir=str(root / "state"))
+        sink.finish(recaps)
+        refused, live = recaps
+        assert (refused.target, refused.unreachable, refused.succeeded) == ("lab/201", False, False)
+        assert "model folder /mnt/models/m does not exist" in refused.error
+        assert "hint: check model_source" in refused.error
+        assert live.succeeded and live.changed == 2
+        assert (root / "etc" / "x.conf").exists() is not check
+        assert exit_code(recaps) == 2
+        lines = [json.loads(line) for line in out.getvalue().splitlines()]
+        assert [line["type"] for line in lines if line.get("target") == "lab/201"] == ["start", "target"]
+        assert lines[-1]["type"] == "recap" and lines[-1]["check"] is check and lines[-1]["failed"] == 0
+        assert [t["target"] for t in lines[-1]["targets"]] == ["lab/201", "local"]

@@ -49,7 +49,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from gpunode.cli.session import Session
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
-    from gpunode.errors import ConnectError, printable
+    from gpunode.errors import GpunodeError, printable
     from gpunode.fleet import provision as fleet
     from gpunode.report import HumanReport, JsonLines
     from gpunode.secrets import redact
@@ -113,8 +113,8 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                                                      facts_dir=Path(facts) if facts else None,
                                                      output=_streamer(console, target.name, redact) if streamed
                                                      else None))
-                    except ConnectError as exc:  # the others go on; the recap says UNREACHABLE
-                        lost[target.name] = pipeline.unreachable(target, exc, check=check, emit=sink)
+                    except GpunodeError as exc:  # the others go on; the recap says UNREACHABLE or FAILED
+                        lost[target.name] = pipeline.stopped(target, exc, check=check, emit=sink)
                         continue
                     show_plan(target.name, jobs[-1].plan)
                 done = {r.target: r for r in (pipeline.provision(jobs, check=check, diff=diff or check, emit=sink,

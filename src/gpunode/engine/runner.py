@@ -343,7 +343,7 @@ def begin(target: Transport, prelude: recorded.Prelude, *, check: bool = False, 
     A target that another run holds, or that cannot be reached (a ConnectError: ssh refused, the
     container stopped), comes back with `error` set: finish() reports it (unreachable), as
     run_target does, and the other targets go on. A refusal of the facts or the plan is raised,
-    with the lock released: the caller stops before any target changes."""
+    with the lock released: the caller reports that target (pipeline.provision_live) and the others go on."""
     return _begin(target, prelude, (), check=check, diff=diff, emit=emit, state_dir=state_dir, owner=owner,
                   lock_wait=lock_wait)
 
