@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import io
 import json
 import os
@@ -36,14 +37,14 @@ import types
 
 # The import names of the lock's GPU-only packages that the environment leaves out (env.py sets it).
 KERNEL_PACKAGES = tuple(n for n in os.environ.get("GPUNODE_JUDGE_STANDINS", "").split(",") if n)
-# The fields a case reports back: what SGLang decided for the arguments it was given.
-RESOLVED = ("attention_backend", "prefill_attention_backend", "decode_attention_backend", "mm_attention_backend",
-            "mamba_radix_cache_strategy", "mamba_scheduler_strategy", "disable_overlap_schedule",
-            "disable_radix_cache", "mem_fraction_static", "chunked_prefill_size", "cuda_graph_max_bs",
-            "tp_size", "dp_size", "page_size", "speculative_algorithm", "moe_runner_backend", "quantization",
-            "kv_cache_dtype", "sampling_backend", "grammar_backend", "reasoning_parser", "tool_call_parser",
-            "linear_attn_backend", "mamba_backend", "max_running_requests", "context_length")
-
+# What CI's judge shares with the node's own check (nodecheck.py, beside this file): SGLang's
+# parser and checks on one argv and how a verdict reads; here the device queries are stood in.
+_NODE = importlib.util.spec_from_file_location("gpunode_nodecheck",
+                                               os.path.join(os.path.dirname(__file__), "nodecheck.py"))
+assert _NODE is not None and _NODE.loader is not None
+nodecheck = importlib.util.module_from_spec(_NODE)
+_NODE.loader.exec_module(nodecheck)
+RESOLVED = nodecheck.RESOLVED
 
 class _Anything(types.ModuleType):
     """A stand-in module: any attribute is a harmless callable, submodules import."""
@@ -157,56 +158,12 @@ def _stand_in_fakes(torch) -> None:
     torch.library.register_fake = register_fake
 
 
-def _where(exc: BaseException) -> str:
-    """The innermost sglang frame that raised: file (inside the package) and line."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/sglang/" in f.filename]
-    if not frames:
-        return ""
-    f = frames[-1]
-    return f"{f.filename.split('/sglang/', 1)[1]}:{f.lineno} ({f.name})"
-
-
-def _resolved(args):
-    """What launch_server does after parsing. From 0.5.23 `prepare_server_args` returns the raw
-    input and `resolve_once()` runs the checks and model overrides, whose results are read through
-    `resolving_view`; before, ServerArgs.__post_init__ did it all."""
-    resolve_once = getattr(args, "resolve_once", None)
-    if not callable(resolve_once):
-        return args
-    resolve_once()
-    try:
-        from sglang.srt.arg_groups.overrides import resolving_view
-    except ImportError:
-        return args
-    return resolving_view(args)
-
-
 def _judge(prepare, case: dict) -> dict:
     saved = dict(os.environ)
-    log = io.StringIO()
     try:
-        with contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            args = prepare(list(case["argv"]))
-            view = _resolved(args)
-        resolved = {}
-        for key in RESOLVED:
-            value = getattr(view, key, None)
-            if value is None or isinstance(value, (bool, int, float, str)):
-                resolved[key] = value
-            else:
-                resolved[key] = str(value)
-        return {"id": case["id"], "accepted": True, "error": "", "where": "", "resolved": resolved}
-    except SystemExit as exc:   # argparse: an unknown flag or a bad choice
-        text = log.getvalue().strip().splitlines()
-        return {"id": case["id"], "accepted": False, "error": (text[-1] if text else f"exit {exc.code}"),
-                "where": "argument parser", "resolved": {}}
-    except ModuleNotFoundError as exc:
-        # the environment lacks a module: the judge's fault, not the plan's
-        return {"id": case["id"], "accepted": None, "error": f"{type(exc).__name__}: {exc}", "where": _where(exc),
-                "resolved": {}}
-    except Exception as exc:
-        return {"id": case["id"], "accepted": False, "error": f"{type(exc).__name__}: {exc}", "where": _where(exc),
-                "resolved": {}}
+        verdict = nodecheck.sglang_verdict(prepare, case["argv"])
+        verdict.pop("check", None)
+        return {"id": case["id"], **verdict}
     finally:
         os.environ.clear()
         os.environ.update(saved)
@@ -234,7 +191,7 @@ def _run_group(cases: list[dict]) -> None:
             from sglang.srt.server_args import prepare_server_args
     except BaseException as exc:
         for case in cases:
-            _emit({"id": case["id"], "accepted": None, "where": _where(exc), "resolved": {},
+            _emit({"id": case["id"], "accepted": None, "where": nodecheck.where(exc), "resolved": {},
                    "error": f"importing sglang.srt.server_args failed: {type(exc).__name__}: {exc}"})
         return
     for case in cases:
