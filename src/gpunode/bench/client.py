@@ -103,9 +103,42 @@ async def endpoint_load(session, ep, prompts, req, t0, progress):
     return records
 
 
+async def paced_load(session, ep, prompts, req, t0, progress):
+    """A steady load: `rate` requests a second, at most `max_in_flight` at once (a request due while
+    that many are open waits for one to end), until `duration_s` has passed or `stop_file` exists.
+    What a job sees while servers are replaced behind the router (docs/upgrade.md)."""
+    import os
+
+    records, open_ = [], set()
+    gate = asyncio.Semaphore(ep.get("max_in_flight") or 8)
+    i, every = 0, 1.0 / ep["rate"]
+
+    async def send(body):
+        try:
+            records.append(await one(session, ep["url"], body, t0, req["timeout_s"]))
+            progress()
+        finally:
+            gate.release()
+
+    while time.perf_counter() - t0 < ep.get("duration_s", 3600) and not (
+            ep.get("stop_file") and os.path.exists(ep["stop_file"])):
+        await asyncio.sleep(max(0.0, t0 + i * every - time.perf_counter()))
+        await gate.acquire()
+        p = prompts[i % len(prompts)]
+        body = {"model": ep["model"], "prompt": p["prompt"], "max_tokens": p.get("max_tokens") or req["output_len"],
+                "temperature": req["temperature"], "stream": True, "stream_options": {"include_usage": True},
+                "ignore_eos": req["ignore_eos"]}
+        task = asyncio.ensure_future(send(body))
+        open_.add(task)
+        task.add_done_callback(open_.discard)
+        i += 1
+    await asyncio.gather(*open_)
+    return records
+
+
 async def main(req):
     prompts = req["prompts"] if isinstance(req["prompts"], list) else random_prompts(req["prompts"])
-    total = sum(ep["requests"] for ep in req["endpoints"])
+    total = sum(ep.get("requests", 0) for ep in req["endpoints"])
     state = {"done": 0, "shown": 0.0}
 
     def progress():
@@ -115,7 +148,7 @@ async def main(req):
             state["shown"] = now
             print(f"@@progress {state['done']} {total} {req['label']}", flush=True)
 
-    limit = sum(ep["concurrency"] for ep in req["endpoints"])
+    limit = sum(ep.get("concurrency") or ep.get("max_in_flight") or 8 for ep in req["endpoints"])
     connector = aiohttp.TCPConnector(limit=limit + 4, force_close=False)
     async with aiohttp.ClientSession(connector=connector, trust_env=False) as session:
         warm = []
@@ -123,11 +156,11 @@ async def main(req):
             body = {"model": ep["model"], "prompt": prompts[0]["prompt"], "max_tokens": 4, "stream": True,
                     "ignore_eos": req["ignore_eos"]}
             warm.append(await one(session, ep["url"], body, time.perf_counter(), req["timeout_s"]))
-        t0 = time.perf_counter()
-        results = await asyncio.gather(*(endpoint_load(session, ep, prompts, req, t0, progress)
-                                         for ep in req["endpoints"]))
+        t0, t0_wall = time.perf_counter(), time.time()
+        results = await asyncio.gather(*((paced_load if ep.get("rate") else endpoint_load)(
+            session, ep, prompts, req, t0, progress) for ep in req["endpoints"]))
         wall = time.perf_counter() - t0
-    return {"label": req["label"], "wall_s": wall, "warmup_errors": [w[5] for w in warm if w[5]],
+    return {"label": req["label"], "wall_s": wall, "t0_wall": t0_wall, "warmup_errors": [w[5] for w in warm if w[5]],
             "aiohttp": aiohttp.__version__, "python": sys.version.split()[0],
             "endpoints": {ep["name"]: recs for ep, recs in zip(req["endpoints"], results, strict=True)}}
 
