@@ -10,6 +10,7 @@ from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
+from gpunode.steps.rolling import Keep, Rolled, RollingRestart, Route
 from gpunode.steps.systemd import Service, UnitTemplate
 from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
 from gpunode.steps.weights import STAGE_SCRIPT, stage_args
@@ -115,7 +116,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
         steps += stale("router", home)
         endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{router.port}", model, "/readiness"))
-    plans = [RolePlan("servers", steps)]
+    plans = [RolePlan("servers", steps, rolling(ctx, servers, model, key) if v["servers_enabled"] else {})]
     if v["servers_enabled"]:
         # A separate role, so that its steps run after the unit files' handlers: a changed
         # unit is restarted once (restart starts a stopped unit), never started then restarted.
@@ -125,5 +126,28 @@ def build(ctx: RoleContext) -> list[RolePlan]:
             plans.append(RolePlan("ready", [Ready(endpoints=endpoints, grace_s=int(v["servers_ready_grace_s"]),
                                                   auth=curl_auth(key),
                                                   on_progress=ctx.progress_for("ready", "servers"),
-                                                  on_line=ctx.output)]))
+                                                  on_line=ctx.output), keep(ctx, steps)]))
     return plans
+
+
+def rolling(ctx: RoleContext, servers: list[Server], model: str, key: str) -> dict:
+    """Each HTTP server's restart replaces it behind the router, one at a time, in server order (the
+    role's own handlers run in declaration order, engine/handlers.ordered); the router's own restart
+    stays systemctl's, after them."""
+    router = ctx.plan.router if ctx.vars["servers_router"] else None
+    at = "127.0.0.1" if router is None or router.host in ("0.0.0.0", "::", "") else router.host
+    routed = {s.name: (Route(f"http://{at}:{router.port}", router.worker_urls[i]),) if router else ()
+              for i, s in enumerate(servers)}
+    rolled = tuple(Rolled(s.unit, f"http://127.0.0.1:{s.port}", model, routed[s.name])
+                   for s in servers if s.serves_http)
+    python = f"{ctx.plan.venv.rstrip('/')}/bin/python"
+    return {f"restart:{r.unit}": RollingRestart(f"restart:{r.unit}", r.unit, python, rolled,
+                                                drain_s=int(ctx.vars["servers_drain_s"]),
+                                                ready_s=int(ctx.vars["servers_ready_grace_s"]), key=key)
+            for r in rolled}
+
+
+def keep(ctx: RoleContext, steps: list) -> Keep:
+    """The files this role writes, recorded as a generation once Ready passed."""
+    files = {s.path: ("sensitive" if s.sensitive else s.sha256) for s in steps if isinstance(s, File)}
+    return Keep(files=files, meta={"pinset": ctx.plan.pinset, "engine": ctx.plan.engine, "venv": ctx.plan.venv})

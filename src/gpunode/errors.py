@@ -57,6 +57,18 @@ class StepError(GpunodeError):
     """A step could not check or apply its change."""
 
 
+class RolledBack(StepError):
+    """A new server did not come up and its target went back by itself to the generation before
+    (steps/rolling.py); `why` says what failed. The engine drops the role's pending restarts:
+    its files are the old ones again, and so are its servers."""
+
+    def __init__(self, why: str, *, target: str, generation: str, evidence: str = ""):
+        super().__init__(f"rolled back to generation {generation}: {why}", target=target, evidence=evidence,
+                         hint="fix the cause shown, then re-run; the servers run the generation before meanwhile")
+        self.why = why
+        self.generation = generation
+
+
 class LockError(GpunodeError):
     """Another run holds the target's lock."""
 

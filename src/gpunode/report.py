@@ -104,6 +104,9 @@ class HumanReport:
                 self.console.print(Text("             " + text, style="cyan"), highlight=False, soft_wrap=True)
 
     def _target_done(self, recap: TargetRecap) -> None:
+        if recap.rolled_back:
+            self.console.print(Text(f"{printable(recap.target)}: {self.redact(recap.rolled_back)}", style="bold red"),
+                               highlight=False, soft_wrap=True)
         if recap.error:
             self.console.print(Text(f"{printable(recap.target)}: {self.redact(recap.error)}", style="bold red"),
                                highlight=False, soft_wrap=True)
@@ -128,6 +131,7 @@ class HumanReport:
                              overflow="fold")
         for r in recaps:
             result = (Text("ok", style="green") if r.succeeded else
+                      Text("rolled back", style="bold red") if r.rolled_back else
                       Text("UNREACHABLE", style="bold red") if r.unreachable else Text("FAILED", style="bold red"))
             table.add_row(printable(r.target), str(r.ok), Text(str(r.changed), style="yellow" if r.changed else ""),
                           Text(str(r.failed), style="red" if r.failed else ""), str(r.skipped),

@@ -80,6 +80,8 @@ class TargetRecap:
     #: The target could not be reached or run commands at all (ssh refused, host key, container
     #: stopped or missing, connection lost): Ansible's UNREACHABLE. `error` says why.
     unreachable: bool = False
+    #: The target went back by itself to the generation before, and why (issue 39; docs/upgrade.md).
+    rolled_back: str = ""
     #: The exception behind `error`, for callers that branch on its type.
     exc: BaseException | None = field(default=None, repr=False, compare=False)
 
@@ -112,6 +114,7 @@ class TargetRecap:
             "round_trips": self.round_trips,
             "error": self.error,
             "unreachable": self.unreachable,
+            "rolled_back": self.rolled_back,
         }
 
 

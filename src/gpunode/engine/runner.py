@@ -25,7 +25,7 @@ from gpunode.engine.handlers import Handler, ordered, resolve
 from gpunode.engine.journal import Entry, Pending
 from gpunode.engine.metered import Metered
 from gpunode.engine.role import RolePlan
-from gpunode.errors import ConnectError, GpunodeError, LockError
+from gpunode.errors import ConnectError, GpunodeError, LockError, RolledBack
 from gpunode.steps.base import Change, NoChange, Outcome, Step
 from gpunode.transport.base import Transport, probe_deadline
 
@@ -210,6 +210,7 @@ class _Run:
                 started = time.monotonic()
                 if self.stopped:
                     self.event("handler", role.name, name, SKIPPED,
+                               f"dropped: {self.stopped}, so its unit runs what its files say" if key in done else
                                f"kept pending for the next run: {self.stopped}", started)
                     continue
                 handler = resolve(name, role.handlers)
@@ -221,6 +222,14 @@ class _Run:
                 why = self._why(key)
                 try:
                     handler.run(self.commands)
+                except RolledBack as exc:
+                    # The role's files are the generation before again, and so are its servers: none of
+                    # its restarts is due any more (a later run that changes them notifies them anew).
+                    self.stopped = f"not run: rolled back ({exc.why})"
+                    self.recap.rolled_back = exc.message
+                    done.extend((role.name, n) for n in names if (role.name, n) in self.pending)
+                    self.event("handler", role.name, name, FAILED, _message(exc), started)
+                    continue
                 except Exception as exc:  # noqa: BLE001 - stays pending, reported as failed
                     self.stopped = f"not run: handler {name} failed"
                     self.event("handler", role.name, name, FAILED, _message(exc), started)

@@ -1,0 +1,174 @@
+"""Issue 39 without the lab: the order a changed node's servers are replaced in, the generations kept
+on the target, and what the engine does when a target went back by itself. The replacement itself
+(router, systemd, a real vLLM) is proven in tests/lab/test_upgrade_lab.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpunode import roles
+from gpunode.engine import RolePlan
+from gpunode.engine.handlers import ordered
+from gpunode.errors import RolledBack, StepError
+from gpunode.resolve import resolve
+from gpunode.roles import varspec
+from gpunode.roles.context import RoleContext
+from gpunode.roles.servers import role as servers_role
+from gpunode.steps import roll_server, rolling
+from gpunode.steps.files import File
+from gpunode.steps.rolling import Keep, RollingRestart
+from gpunode.testing import converge
+from gpunode.transport import LocalTransport
+from tests.unit.resolve_facts import field_notes
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def servers_plans(**extra) -> list[RolePlan]:
+    v = {**roles.defaults(), "model_source": "/dev/shm/Qwen3.6-27B", **extra}
+    varspec.check(v)
+    ctx = RoleContext(target="kpro6/200", vars=v, facts=field_notes(), plan=resolve(field_notes(), v))
+    return servers_role.build(ctx)
+
+
+def test_each_server_is_replaced_behind_the_router_in_order_and_the_router_last():
+    servers, *_ = servers_plans()
+    units = [s.path.rsplit("/", 1)[1] for s in servers.steps
+             if s.path.startswith("/etc/systemd/system/gpunode-gpu")]
+    assert len(units) > 1
+    names = [f"restart:{u}" for u in reversed(units)] + ["restart:gpunode-router.service", "daemon-reload"]
+    order = ordered(names, servers.handlers)
+    assert order == ["daemon-reload", *(f"restart:{u}" for u in units), "restart:gpunode-router.service"]
+    first = servers.handlers[f"restart:{units[0]}"]
+    assert isinstance(first, RollingRestart)
+    (route,) = next(s for s in first.servers if s.unit == units[0]).routes
+    assert route.router == "http://127.0.0.1:30000" and route.worker.endswith(":30001")
+    shown = first.commands()[0].what
+    assert shown.startswith(f"replace {units[0]} behind http://127.0.0.1:30000: out, drained, restarted")
+    assert "restart:gpunode-router.service" not in servers.handlers  # systemctl's own, after the servers
+
+
+def test_the_api_key_reaches_the_replacement_on_stdin_only():
+    servers, *_ = servers_plans(server_api_key="sk-roll-0123456789")
+    handler = next(iter(servers.handlers.values()))
+    (command,) = handler.commands()
+    assert command.stdin == b"sk-roll-0123456789"
+    assert "sk-roll" not in " ".join(command.argv) and "sk-roll" not in repr(handler)
+    assert "sk-roll" not in command.shown()
+
+
+def test_the_generation_is_kept_after_ready_with_the_files_the_role_writes():
+    servers, _services, ready = servers_plans()
+    keep = ready.steps[-1]
+    assert isinstance(keep, Keep)
+    written = {s.path for s in servers.steps if isinstance(s, File)}
+    assert set(keep.files) == written and "/etc/systemd/system/gpunode-router.service" in written
+    assert keep.meta["venv"].startswith("/opt/gpunode/venvs/")
+    # another flag is another generation; the same files the same one
+    again = servers_plans()[2].steps[-1]
+    other = servers_plans(extra_args="--enable-metrics")[2].steps[-1]
+    assert again.name == keep.name != other.name
+
+
+def test_keep_records_the_live_files_once_and_only_then(tmp_path):
+    live = tmp_path / "etc"
+    live.mkdir()
+    a, b = live / "a.env", live / "b.service"
+    a.write_text("X=1\n")
+    b.write_text("[Service]\n")
+    root = tmp_path / "generations"
+    keep = Keep(files={str(a): "1", str(b): "2"}, meta={"pinset": "cpu"}, root=str(root))
+    first = converge([RolePlan("ready", [keep])], tmp_path / "state")
+    assert first.recap.succeeded and first.changed() == [keep.title]
+    gen = root / keep.name
+    assert (root / "current").read_text() == keep.name + "\n"
+    assert (gen / "files.list").read_text().splitlines() == [str(a), str(b)]
+    assert (gen / "files" / str(a).lstrip("/")).read_text() == "X=1\n"
+    assert json.loads((gen / "meta").read_text())["pinset"] == "cpu"
+    assert rolling.parse_log((root / "log").read_text())[-1][1] == keep.name
+    second = converge([RolePlan("ready", [keep])], tmp_path / "state")
+    assert second.changed() == []
+    assert "is live and recorded" in second.events.by_step()[keep.title].reason
+    newer = Keep(files={str(a): "1b", str(b): "2"}, meta={"pinset": "cpu"}, root=str(root))
+    outcome = converge([RolePlan("ready", [newer])], tmp_path / "state", check=True)
+    assert f"(was {keep.name})" in outcome.events.by_step()[newer.title].reason
+
+
+def test_a_rollback_puts_the_kept_files_back(tmp_path, monkeypatch):
+    f = tmp_path / "cpu0.env"
+    f.write_text("OLD=1\n")
+    root = tmp_path / "generations"
+    keep = Keep(files={str(f): "1"}, root=str(root))
+    assert converge([RolePlan("ready", [keep])], tmp_path / "state").recap.succeeded
+    f.write_text("NEW=2\n")
+    reloads = []
+    monkeypatch.setattr(roll_server, "systemctl", lambda *a: reloads.append(a))
+    roll_server.restore(str(root / keep.name))
+    assert f.read_text() == "OLD=1\n" and reloads == [("daemon-reload",)]
+
+
+def test_in_flight_is_read_from_the_engines_own_gauges():
+    text = (DATA / "fleet" / "vllm-cpu-metrics.txt").read_text()
+    assert roll_server.pending(text) == 0.0
+    busy = text.replace('vllm:num_requests_running{engine="0",model_name="tiny-qwen3"} 0.0',
+                        'vllm:num_requests_running{engine="0",model_name="tiny-qwen3"} 3.0')
+    assert busy != text and roll_server.pending(busy) == 3.0
+    assert roll_server.pending("# nothing\n") is None
+
+
+def test_the_previous_generation_is_the_last_other_one_in_the_log():
+    log = rolling.parse_log("2026-12-07T03:00:00Z g-aaa\n2026-12-07T03:10:00Z g-bbb\ntorn line\n")
+    assert log == [("2026-12-07T03:00:00Z", "g-aaa"), ("2026-12-07T03:10:00Z", "g-bbb")]
+    assert rolling.previous(log, "g-bbb") == "g-aaa" and rolling.previous(log[:1], "g-aaa") == ""
+
+
+class _Answer(LocalTransport):
+    def __init__(self, code: int, out: str):
+        super().__init__("kpro6/200")
+        self.answer = (code, out)
+
+    def _exec(self, argv, stdin, sink, timeout):
+        return super()._exec(["sh", "-c", 'printf "%s" "$1"; exit "$2"', "sh", self.answer[1], str(self.answer[0])],
+                             None, sink, timeout)
+
+
+def test_the_handler_reads_a_rollback_and_a_failure_apart():
+    h = RollingRestart("restart:gpunode-cpu0.service", "gpunode-cpu0.service", "python3",
+                       (rolling.Rolled("gpunode-cpu0.service", "http://127.0.0.1:30001", "m"),))
+    out = ("@@ready gpunode-cpu0.service\n@@rolledback to generation g-0123: gpunode-cpu0.service failed "
+           "while starting: error: unrecognized arguments: --bad\n")
+    with pytest.raises(RolledBack) as info:
+        h.run(_Answer(5, out))
+    assert info.value.generation == "g-0123" and "unrecognized arguments: --bad" in info.value.why
+    assert info.value.message.startswith("rolled back to generation g-0123: gpunode-cpu0.service failed")
+    with pytest.raises(StepError, match="not replaced: boom .no earlier generation") as plain:
+        h.run(_Answer(3, "@@failed boom (no earlier generation to go back to)\n"))
+    assert not isinstance(plain.value, RolledBack)
+
+
+class _Rollback:
+    name = "roll-a"
+
+    def commands(self):
+        return []
+
+    def run(self, target):
+        raise RolledBack("a failed while starting", target=target.name, generation="g-old")
+
+
+def test_a_rolled_back_target_drops_its_pending_restarts_and_says_why(tmp_path):
+    files = [File(str(tmp_path / "a"), "new a", notify=("roll-a",)),
+             File(str(tmp_path / "b"), "new b", notify=("restart:never-started.service",))]
+    plan = RolePlan("servers", files, {"roll-a": _Rollback()})
+    first = converge([plan], tmp_path / "state")
+    assert first.recap.rolled_back == "rolled back to generation g-old: a failed while starting"
+    assert first.recap.to_dict()["rolled_back"] == first.recap.rolled_back and not first.recap.succeeded
+    statuses = dict(first.events.statuses())
+    assert statuses["roll-a"] == "failed" and statuses["restart:never-started.service"] == "skipped"
+    assert first.events.by_step()["restart:never-started.service"].reason.startswith("dropped: not run: rolled back")
+    again = converge([RolePlan("servers", files, {"roll-a": _Rollback()})], tmp_path / "state")
+    assert again.recap.succeeded and again.changed() == []  # nothing left pending
+
