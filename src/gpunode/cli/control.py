@@ -121,4 +121,38 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
         raise Exit(f"not removed: {', '.join(left_over)}", code=1)
 
 
-ns = [start, stop, restart, teardown]
+@task(iterable=["set_"], help={**TARGET_HELP, "to": "this generation (inv history lists them; default: the one "
+                                                    "live before the live one)",
+                               "grace": "seconds each server may take to pass Ready (default: servers_ready_grace_s)"})
+def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=None, set_=None, grace=None, limit=None):
+    """Go back one generation: the kept unit and env files (and so the venv they name) back in place, each
+    changed server replaced behind the router one at a time, the router last (docs/upgrade.md)."""
+    from gpunode.cli.session import Session
+    from gpunode.engine import DEFAULT_STATE_DIR
+    from gpunode.engine.lock import Owner
+    from gpunode.engine.runner import new_run_id
+    from gpunode.fleet import gather, generations, status
+    from gpunode.roles.servers.secretfiles import curl_auth
+    from gpunode.secrets import redact
+
+    targets = targets_of(inventory, host, ct, group, set_, limit)
+    owner = Owner.current(new_run_id())
+    with Session() as session:
+        for target in targets:  # one after the other, as inv restart
+            transport = session.transport(target)
+            key = str(target.vars.get("server_api_key") or "")
+            report = status.parse(target.name, gather.gather(transport, curl_auth(key), sample=0))
+            wait = parse_int(grace if grace is not None else target.vars.get("servers_ready_grace_s", 1800),
+                             "--grace", 1, 86400, "e.g. --grace 600")
+            drain = parse_int(target.vars.get("servers_drain_s", 300), "servers_drain_s", 0, 86400, "e.g. 300")
+            name, said = generations.rollback(transport, report, owner, DEFAULT_STATE_DIR, to=to or "", key=key,
+                                              drain_s=drain, ready_s=wait)
+            if json:
+                say(redact(jsonlib.dumps({"type": "rollback", "target": target.name, "generation": name,
+                                          "said": said})))
+            else:
+                say(f"{target.name}: back to generation {name}")
+                say("\n".join(f"  {x[2:]}" for x in said if x.startswith(("@@replaced", "@@back"))))
+
+
+ns = [start, stop, restart, teardown, rollback]

@@ -155,11 +155,11 @@ class _Through:
                                "verbose": "every change of each run (default: the first 12)"})
 def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=None, run=None, last=None,
             verbose=0, limit=None):
-    """The runs gpunode made on a target, from its journal: who, when, what changed."""
+    """The runs gpunode made on a target, from its journal: who, when, what changed; then the kept generations."""
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
     from gpunode.engine.journal import read
-    from gpunode.fleet import render
+    from gpunode.fleet import generations, render
     from gpunode.secrets import redact_log
 
     keep = parse_int(last, "--last", 1, 100_000, "e.g. --last 5") if last is not None else None
@@ -167,7 +167,9 @@ def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=
     with Session() as session:
         for target in targets:
             notes: list[str] = []
-            records = render.runs(read(session.transport(target), DEFAULT_STATE_DIR, notes))
+            transport = session.transport(target)
+            records = render.runs(read(transport, DEFAULT_STATE_DIR, notes))
+            gens, _ = generations.read(transport)
             if run:
                 records = [r for r in records if r["run"] == run]
             if keep:
@@ -175,10 +177,10 @@ def history(c, host=None, ct=None, group=None, json=False, inventory=None, set_=
             # the journal is written redacted; what reads it back masks too, for runs of older versions
             if json:
                 say(redact_log(jsonlib.dumps({"type": "history", "target": target.name, "runs": records,
-                                              "notes": notes})))
+                                              "notes": notes, "generations": [g.__dict__ for g in gens]})))
                 continue
             say(redact_log("\n".join([*render.history_lines(target.name, records, verbose),
-                                       *[f"  note: {n}" for n in notes]])))
+                                       *[f"  note: {n}" for n in notes], *generations.lines(gens)])))
 
 
 PROMETHEUS_HELP = {**{k: v for k, v in TARGET_HELP.items() if k != "json"},
