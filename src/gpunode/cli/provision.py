@@ -43,7 +43,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
 
     from rich.console import Console
 
-    from gpunode import pipeline
+    from gpunode import pipeline, rollout
     from gpunode.cli.habits import as_typed
     from gpunode.cli.progress import Feed, LiveLines
     from gpunode.cli.session import Session
@@ -126,9 +126,19 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 pairs = [(pipeline.Planner(t, progress=Feed(t.name, sink),
                                            output=_streamer(console, t.name, redact) if streamed else None),
                           session.transport(t)) for t in targets]
-                recaps = pipeline.provision_live(pairs, check=check, diff=diff or check, emit=sink, forks=forks,
-                                                 owner=Owner.current(run_id),
-                                                 on_plan=lambda p: show_plan(p.target.name, p.plan))
+                # serial / max_fail_percentage (the group's, as Ansible's): batch by batch, docs/upgrade.md
+                first = targets[0].vars if targets else {}
+                limit = rollout.max_fail(first.get("max_fail_percentage"))
+                recaps, why = [], ""
+                for batch in rollout.batches(pairs, first.get("serial")):
+                    if why:
+                        recaps += [rollout.held_back(p.target.name, why, check=check, emit=sink) for p, _ in batch]
+                        continue
+                    got = pipeline.provision_live(batch, check=check, diff=diff or check, emit=sink, forks=forks,
+                                                   owner=Owner.current(run_id),
+                                                   on_plan=lambda p: show_plan(p.target.name, p.plan))
+                    recaps += got
+                    why = rollout.stops(got, limit)
                 if every and not any(r.failed or r.error for r in recaps):
                     # The fleet routers: their workers are the servers the targets above now run.
                     more, notes = fleet.provision_fleets([p for p, _ in pairs], every, session.transport,

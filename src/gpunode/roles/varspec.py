@@ -188,10 +188,18 @@ def _unit(value: Any) -> str:
     return value
 
 
+def _batch(value: Any) -> Any:
+    # Ansible's serial: a number of targets or a percentage of them (gpunode/rollout.py)
+    if isinstance(value, bool) or not (isinstance(value, int) and value >= 1
+                                       or isinstance(value, str) and re.fullmatch(r"[0-9]{1,3}%", value)):
+        raise Bad("is neither a number of targets (1, 2, ...) nor a percentage (25%)")
+    return value
+
+
 SIMPLE: dict[str, Callable[[Any], Any]] = {
     "bool": _bool, "text": _text, "word": _word, "path": _path, "path?": _optional_path, "paths": _list(_path),
     "words": _list(_word), "port": lambda v: _int(v, 1, 65535), "seconds": _seconds, "gpus": _gpus,
-    "args": _args, "unit": _unit, "name": _name, "program path": _program_path,
+    "args": _args, "unit": _unit, "name": _name, "program path": _program_path, "batch": _batch,
 }
 
 
@@ -221,7 +229,8 @@ def describe(spec: str) -> str:
             "seconds": "whole seconds or \"infinity\"", "gpus": "GPU indexes, e.g. [0, 1]",
             "args": "a list of arguments or one string", "unit": "a systemd unit name",
             "name": "one line of text not starting with -",
-            "program path": "an absolute path without $ \" ' ` ; or %"}.get(spec, spec)
+            "program path": "an absolute path without $ \" ' ` ; or %",
+            "batch": "a number of targets or a percentage, e.g. 1 or 25%"}.get(spec, spec)
 
 
 def _declared(role: str) -> dict[str, str]:
