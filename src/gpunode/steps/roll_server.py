@@ -72,13 +72,16 @@ def listed_as(have, route):
 
 
 def leave(headers, route, wait_s):
-    """The router stops sending the worker new requests: the URL it listed it under, or "" when the
-    router is not up or does not list it (nothing to take it out of)."""
+    """The router stops sending the worker new requests. The URL it lists (or would list) the server
+    under, to take it back under once it is Ready; "" when the router does not answer (not started yet:
+    nothing to take out or back)."""
     have = workers(headers, route["router"])
-    worker = listed_as(have, route) if have is not None else ""
-    if not worker or worker not in have:
-        say(f"@@note the router {route['router']} does not list {worker or 'this server'}: nothing to take it out of")
+    if have is None:
+        say(f"@@note the router {route['router']} does not answer: nothing to take this server out of")
         return ""
+    worker = listed_as(have, route)
+    if not worker or worker not in have:  # out already (a rollback of the server that just failed)
+        return worker or f"http://127.0.0.1:{route.get('port', '')}"
     wid = have[worker].get("id") or worker
     http(headers, "DELETE", route["router"] + "/workers/" + urllib.parse.quote(str(wid), safe=""))
     deadline = time.monotonic() + wait_s
@@ -299,6 +302,20 @@ def main():
     key = sys.stdin.read().strip()
     headers = {"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})}
     server = next(s for s in req["servers"] if s["unit"] == req["unit"])
+    if systemctl("is-active", "--quiet", server["unit"]).returncode != 0:
+        # Not serving (a first install, a stopped server): nothing to take out or drain, nothing to go
+        # back to; started here, and the ready role waits for it with the others.
+        r = systemctl("restart", server["unit"])
+        if r.returncode != 0:
+            say(f"@@failed systemctl restart {server['unit']}: {(r.stderr or r.stdout).strip()[-300:]}")
+            sys.exit(3)
+        for route in server["routes"]:  # one a killed run took out: back on the list, admitted once healthy
+            have = workers(headers, route["router"])
+            worker = listed_as(have, route) if have is not None else ""
+            if have is not None and worker and worker not in have:
+                http(headers, "POST", route["router"] + "/workers", {"url": worker})
+        say(f"@@started {server['unit']}")
+        return
     try:
         roll(headers, server, req)
     except Failed as exc:
