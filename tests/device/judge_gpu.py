@@ -67,6 +67,9 @@ def main() -> int:
         model, extra = sp.CASES[case]
         facts, v, plan = sp.plan_for(t, model, extra)
         ctx = sp.roles.RoleContext(target="h100", vars=v, facts=facts, plan=plan)
+        # The weights role first, as a node runs it: --model-path is the staged copy, and SGLang's checks
+        # read its config.json (before staging they refuse: "Repo id must be in the form ...", seen there).
+        sp.engine_run(t, ["weights"], ctx)
         argv, env, _, _ = sp.rendered(ctx)
         venv = plan.venv
         cases.append({"id": case, "argv": engine_args(argv)})
