@@ -180,3 +180,15 @@ def test_a_user_sudo_does_not_know_is_told_what_to_do(server, monkeypatch):
     with pytest.raises(ConnectError, match=f"become: {USER} may not `sudo -u root` on 127.0.0.4") as err:
         SshTransport(settings(server, become=True)).run(["true"])
     assert "sudoers" in err.value.hint and "is not in the sudoers file" in err.value.evidence
+
+
+def test_a_password_sudo_did_not_read_never_reaches_the_command(server, monkeypatch):
+    """issue 41: a NOPASSWD rule for the command (here cat, and the gate's sh) makes sudo skip the
+    password line: it must not become the command's stdin (with `sh -s` it would run as root)."""
+    rule(f"ALL\n{USER} ALL=(ALL) NOPASSWD: /usr/bin/cat, /bin/cat, /usr/bin/sh, /bin/sh")
+    monkeypatch.setenv("GPUNODE_BECOME_PASSWORD", PASSWORD)
+    t = SshTransport(settings(server, become=True))  # `sudo -n true` asks for a password: -S with the line
+    done = t.run(["cat"], stdin=b"data\n")
+    t.close()
+    assert PASSWORD not in done.stdout, done.stdout
+    assert done.exit_code == 97 and "sudo did not read the become password" in done.stderr, done

@@ -3,16 +3,22 @@
 Found once per connection (one extra command): `sudo -n -u U -- true` says whether sudo needs a
 password. Without one, commands run as `sudo -n -u U -- ARGV`. With one, the password (-K, or
 $GPUNODE_BECOME_PASSWORD: gpunode/become.py) is checked once by `sudo -k -S -p '' -u U -- true`,
-and each command runs as `sudo -k -S -p '' -u U -- ARGV` with the password as the first line of
-its stdin: sudo reads that line one byte at a time and the command gets the rest. `-k` makes sudo
-ask every time, so the line is never left for the command by a cached credential. The password
-is never on a command line, in an error or a log (it is registered as a secret).
+and each command runs as `sudo -k -S -p '' -u U -- sh -c GATE gpunode-become ARGV` with the
+password as the first line of its stdin and a mark of this connection as the second: sudo reads
+the first line one byte at a time, the gate reads the next and runs ARGV on the rest only when it
+is the mark. `-k` makes sudo ask every time, so a cached credential never leaves the password for
+the command; the gate covers what -k cannot: a sudoers rule that lets `sh` run without a password
+(NOPASSWD) or a sudo that stopped reading early. Then the gate reads the password instead of the
+mark and refuses: nothing the user gives reaches the command's stdin (issue 41; the password
+itself holds no line break: gpunode/become.py). The password is never on a command line, in an
+error or a log (it is registered as a secret).
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from gpunode.errors import ConnectError
@@ -26,17 +32,28 @@ SUDO = "sudo"
 NEEDS_PASSWORD = ("a password is required", "a terminal is required")
 # sudo asks for the password before it looks at the rules: these come after a right one
 NOT_ALLOWED = ("is not in the sudoers file", "is not allowed to execute", "may not run sudo")
+GATE_REFUSED = 97  # the gate's exit: the line after sudo's was not the mark
+# sh's read builtin takes one byte at a time from a pipe, so ARGV's stdin starts right after the mark
+GATE = ('IFS= read -r line; if [ "$line" != "$1" ]; then echo "gpunode: sudo did not read the become password '
+        '(a NOPASSWD rule for sh?); not running the command" >&2; exit 97; fi; shift; exec "$@"')
 
 
 @dataclass(frozen=True)
 class Sudo:
     user: str
     password: str | None
+    mark: str = field(default_factory=lambda: secrets.token_hex(16), repr=False)
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         if self.password is None:
             return [SUDO, "-n", "-u", self.user, "--", *argv]
-        return [SUDO, "-k", "-S", "-p", "", "-u", self.user, "--", *argv]
+        return [SUDO, "-k", "-S", "-p", "", "-u", self.user, "--", "sh", "-c", GATE, "gpunode-become", self.mark,
+                *argv]
+
+    def preamble(self) -> bytes:
+        """What goes ahead of a wrapped command's stdin: sudo's line, then the gate's."""
+        assert self.password is not None
+        return self.password.encode() + b"\n" + self.mark.encode() + b"\n"
 
     @classmethod
     def find(cls, client: paramiko.SSHClient, s: SshSettings) -> Sudo:
@@ -57,7 +74,7 @@ class Sudo:
                                target=s.name, hint=f"pass -K (--ask-become-pass) to be asked once, or set "
                                f"${become.ENV}; or allow the login user sudo without a password (NOPASSWD)")
         sudo = cls(s.become_user, password)
-        code, err = _run(client, sudo.wrap(["true"]), password)
+        code, err = _run(client, sudo.wrap(["true"]), sudo.preamble())
         if code != 0 and any(m in err for m in NOT_ALLOWED):
             raise ConnectError(f"become: {s.user or 'the login user'} may not `sudo -u {s.become_user}` on "
                                f"{s.address}", target=s.name, evidence=_without(err, password).strip()[-2000:],
@@ -74,7 +91,7 @@ def _without(text: str, secret: str) -> str:
     return text.replace(secret, "***") if secret else text
 
 
-def _run(client: paramiko.SSHClient, argv: list[str], password: str | None) -> tuple[int, str]:
+def _run(client: paramiko.SSHClient, argv: list[str], preamble: bytes | None) -> tuple[int, str]:
     """One command on an open connection, outside the transport's counting: (exit code, stderr)."""
     from gpunode import shell
 
@@ -84,17 +101,17 @@ def _run(client: paramiko.SSHClient, argv: list[str], password: str | None) -> t
     import paramiko
 
     try:
-        return _exchange(transport.open_session(), shell.join(argv), password)
+        return _exchange(transport.open_session(), shell.join(argv), preamble)
     except (TimeoutError, OSError, EOFError, paramiko.SSHException) as exc:
         raise ConnectError(f"checking sudo failed: {type(exc).__name__}", hint="re-run") from None
 
 
-def _exchange(chan: paramiko.Channel, line: str, password: str | None) -> tuple[int, str]:
+def _exchange(chan: paramiko.Channel, line: str, preamble: bytes | None) -> tuple[int, str]:
     try:
         chan.settimeout(30)
         chan.exec_command(line)
-        if password is not None:
-            chan.sendall(password.encode() + b"\n")
+        if preamble is not None:
+            chan.sendall(preamble)
         chan.shutdown_write()
         err = b""
         while True:

@@ -60,6 +60,10 @@ class SshTransport(Transport):
         self._lock = threading.Lock()
         self.commands_run = 0
         self._sudo: Sudo | None = None  # how commands escalate, found once a connection is open
+        if settings.become:
+            from gpunode import become
+
+            become.password()  # a password sudo cannot read as one line is refused before connecting
 
     # -- connection --------------------------------------------------------------
 
@@ -168,7 +172,7 @@ class SshTransport(Transport):
             sudo = self._sudo
             chan.exec_command(shell.join(sudo.wrap(argv) if sudo else argv))
             if sudo is not None and sudo.password is not None:
-                chan.sendall(sudo.password.encode() + b"\n")  # sudo -S reads one line; the rest is the command's
+                chan.sendall(sudo.preamble())  # sudo -S reads one line, the gate the next; the rest is the command's
         except (paramiko.SSHException, EOFError, OSError) as exc:
             self._conn = None
             raise ConnectError(f"lost the SSH connection to {self.settings.address}: {exc}",
