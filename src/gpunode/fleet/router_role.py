@@ -53,7 +53,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     from gpunode.steps.files import File, Template
     from gpunode.steps.fleet import FleetWorkers
     from gpunode.steps.systemd import Service
-    from gpunode.steps.unitfmt import UnitSafe, env_text, exec_line, exec_word, unit_path, unit_text
+    from gpunode.steps.unitfmt import ExecLine, env_text, exec_line, exec_word, unit_path, unit_text
     from gpunode.steps.venv import Venv
 
     v = dict(router.vars)
@@ -82,7 +82,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
                       vars={"workers": unit_text("a fleet's"), "policy": unit_text(policy, "fleet_router_policy"),
                             "server_units": unit_text(""), "env_file": unit_path(endpoint.ENV_FILE),
                             "secrets_file": unit_text(""),
-                            "workdir": unit_path("/var/lib/gpunode"), "exec_start": UnitSafe(exec_start)},
+                            "workdir": unit_path("/var/lib/gpunode"), "exec_start": ExecLine(exec_start)},
                       notify=("daemon-reload", f"restart:{endpoint.FLEET_UNIT}"))]
     return [*base_build(ctx), RolePlan("fleet-router", [*install, *files]),
             RolePlan("fleet-services", [Service(name=endpoint.FLEET_UNIT, enabled=True, running=True)]),

@@ -97,6 +97,10 @@ def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None 
     except jinja2.TemplateSyntaxError as exc:
         raise StepError(f"template {name} line {exc.lineno}: {exc.message}",
                         hint="fix the template syntax") from None
+    if is_unit_template(name) and not name.endswith(".env.j2"):
+        from gpunode.steps import unitcheck
+
+        unitcheck.check(text, name.rsplit("/", 1)[-1].removesuffix(".j2"), template.filename or name, variables)
     return with_header(text, name, comment), template.filename or name
 
 

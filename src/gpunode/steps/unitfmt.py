@@ -37,6 +37,10 @@ class UnitSafe(str):
     """Text already escaped for the place it goes in a unit or env file."""
 
 
+class ExecLine(UnitSafe):
+    """A whole command line for an Exec setting: the rendered unit must keep it whole (steps/unitcheck.py)."""
+
+
 class UnitValueError(StepError, ValueError):
     """A value that cannot be written into a unit or env file as data."""
 
@@ -64,10 +68,10 @@ def exec_word(arg: str, what: str = "argument") -> str:
     return f'"{out}"'
 
 
-def exec_line(argv: Sequence[str], what: str = "argument") -> UnitSafe:
+def exec_line(argv: Sequence[str], what: str = "argument") -> ExecLine:
     if not argv or not str(argv[0]).startswith("/"):
         raise _refuse(what, str(argv[0]) if argv else "", "a command line starts with an absolute path")
-    return UnitSafe(" ".join(exec_word(str(a), what) for a in argv))
+    return ExecLine(" ".join(exec_word(str(a), what) for a in argv))
 
 
 def unit_text(value: object, what: str = "value") -> UnitSafe:
