@@ -8,6 +8,7 @@ the byte offset and line, instead of a UnicodeDecodeError traceback.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -43,7 +44,9 @@ def read_bytes(path: str | Path, *, what: str = "file", error: type[GpunodeError
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        if p.is_symlink() and not p.exists():
+        if exc.errno == errno.ELOOP:
+            reason = "its symbolic links lead round in a loop"
+        elif p.is_symlink() and not p.exists():
             reason = "it is a symbolic link to a missing file"
         raise error(f"cannot read {what} {p}: {reason}", hint="check the path") from None
     try:
@@ -106,3 +109,61 @@ def surrogate_at(text: str) -> int | None:
         if "\ud800" <= ch <= "\udfff":
             return i
     return None
+
+
+#: filesystems whose files are the kernel's, never a place for a file of ours
+PSEUDO_FS = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs",
+                       "configfs", "bpf", "pstore", "efivarfs", "fusectl", "mqueue", "hugetlbfs", "binfmt_misc"})
+
+
+def check_writable(path: str | Path, *, what: str = "file", flag: str = "",
+                   error: type[GpunodeError] = InventoryError) -> Path:
+    """Where a file we are about to replace (temp file beside it, rename) really is, refused unless it
+    is a regular file or a new name in a folder (issue 41: `--out /dev/null` made /dev/null a regular
+    file). Symbolic links are followed, as the replace follows them; called before anything is
+    contacted or written."""
+    given = f"{flag} {path}" if flag else str(path)
+    p = Path(path)
+    if not str(path).strip():
+        raise error(f"{flag or what} is empty", hint="give a file name")
+    try:
+        real = Path(os.path.realpath(p, strict=False))
+        st = os.stat(real) if os.path.lexists(real) else None
+    except OSError as exc:
+        why = "its symbolic links lead round in a loop" if exc.errno == errno.ELOOP else exc.strerror
+        raise error(f"{given}: cannot write {what} there: {why}", hint="give a regular file's path") from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise error(f"{given}: {what} would go where a folder is", hint="give a file name inside it")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        via = f" (through the symbolic link to {real})" if real != p.absolute() else ""
+        raise error(f"{given}: {what} would replace {_kind(st.st_mode)}{via}; only a regular file or a new "
+                    "name is written", hint="give a regular file's path")
+    folder = real.parent
+    while not os.path.lexists(folder):
+        folder = folder.parent
+    if not folder.is_dir():
+        raise error(f"{given}: {what} would go under {folder}, which is a file, not a folder",
+                    hint="check the path")
+    fs = _filesystem(real)
+    if fs in PSEUDO_FS:
+        raise error(f"{given}: {what} would go on the kernel's {fs} filesystem, where no file of ours belongs",
+                    hint="give a path on a real disk")
+    return real
+
+
+def _filesystem(path: Path) -> str:
+    """The type of the filesystem mounted nearest above path (/proc/self/mounts), "" when unknown."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text()
+    except OSError:
+        return ""
+    best, kind = "", ""
+    text = str(path)
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        if (text == point or text.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+            best, kind = point, parts[2]
+    return kind

@@ -230,3 +230,32 @@ def test_provisions_update_keeps_the_targets_it_did_not_run_on(inv, tmp_path, mo
         [e for e in before if e["labels"]["gpunode_target"] != "lab/200"]
     assert [e for e in after if e["labels"]["gpunode_target"] == "lab/200"] == []
     assert len(after) == len(before) - 3
+
+
+def kinds_of_out(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Paths --out must not write (issue 41): each with what the refusal calls it."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    device = tmp_path / "null"  # a device node of our own: on today's main it became a regular file
+    os.mknod(device, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    (tmp_path / "link-to-device").symlink_to(device)
+    (tmp_path / "plain").write_text("x\n")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    return {"fifo": (fifo, "a named pipe (FIFO)"), "device": (device, "a character device"),
+            "symlinked-device": (tmp_path / "link-to-device", "a character device (through the symbolic link"),
+            "under-a-file": (tmp_path / "plain" / "targets.json", "which is a file, not a folder"),
+            "proc": (Path("/proc/self/gpunode-targets.json"), "the kernel's proc filesystem"),
+            "loop": (tmp_path / "loop", "lead round in a loop"), "folder": (tmp_path, "where a folder is")}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "symlinked-device", "under-a-file", "proc", "loop", "folder"])
+def test_out_writes_only_a_regular_file_or_a_new_name(inv, tmp_path, kind):
+    if kind in ("device", "symlinked-device") and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    path, said = kinds_of_out(tmp_path)[kind]
+    before = sorted(os.listdir(tmp_path))
+    code, out, err = inv("--host", "lab", "--ct", "200", "--out", str(path))
+    assert code == 2 and said in err and "Traceback" not in err and "internal error" not in err, err
+    assert inv.asked == []  # refused before any target is asked
+    assert sorted(os.listdir(tmp_path)) == before
+    assert kind not in ("fifo", "device") or not path.is_file()

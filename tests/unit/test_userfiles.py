@@ -29,6 +29,11 @@ def test_a_folder_and_a_dangling_link_are_named(tmp_path):
     (tmp_path / "gone").symlink_to(tmp_path / "nowhere")
     with pytest.raises(InventoryError, match="symbolic link to a missing file"):
         read_text(tmp_path / "gone")
+    # issue 41: a loop was called "a symbolic link to a missing file"
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    with pytest.raises(InventoryError, match="its symbolic links lead round in a loop"):
+        read_text(tmp_path / "a")
 
 
 def test_crlf_and_a_bom_read_as_plain_text_unless_exact(tmp_path):

@@ -216,8 +216,8 @@ def write_targets(session, targets, out: str | None, forks: int, *, keep_others:
     from gpunode.errors import InventoryError
     from gpunode.fleet import scrape
 
-    if out is not None and (not str(out).strip() or Path(out).is_dir()):
-        raise InventoryError(f"--out {out!r} is not a file name", hint="e.g. --out /etc/prometheus/gpunode/fleet.json")
+    if out is not None:
+        userfiles.check_writable(out, what="the targets file", flag="--out")
     with ThreadPoolExecutor(max_workers=max(1, min(forks, len(targets)))) as pool:
         results = list(pool.map(lambda t: _status_of(session, t, 0), targets))
     lost = [unreachable for _, unreachable in results if unreachable]
@@ -228,7 +228,11 @@ def write_targets(session, targets, out: str | None, forks: int, *, keep_others:
         entries += scrape.carried(old, [target.name]) if unreachable else scrape.groups(target, report)
     text = scrape.document(entries)
     if out:
-        durable.write_atomic(Path(out), text.encode())
+        try:
+            durable.write_atomic(userfiles.check_writable(out, what="the targets file", flag="--out"), text.encode())
+        except OSError as exc:
+            raise InventoryError(f"--out {out}: cannot write the targets file: {exc.strerror or exc}",
+                                 hint="check the folder's permissions and free space") from None
     local = scrape.on_loopback(entries)
     notes = [f"the endpoints of {', '.join(local)} listen on loopback: only a Prometheus on each node reaches them "
              "(docs/prometheus.md)"] if len(local) > 1 else []
