@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpunode import listen
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
+from gpunode.fleet.units import flag_value
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.files import File
@@ -97,7 +99,8 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                                                   "servers_start_timeout")},
                               notify=("daemon-reload", f"restart:{s.unit}")))
         steps += stale(s.name, home)  # after the unit that no longer reads them
-    endpoints = [Endpoint(s.name, s.unit, f"http://127.0.0.1:{s.port}", model) for s in servers if s.serves_http]
+    endpoints = [Endpoint(s.name, s.unit, listen.url(flag_value(s.argv, "--host") or "127.0.0.1", s.port), model)
+                 for s in servers if s.serves_http]
     router = ctx.plan.router if v["servers_router"] else None
     if router is not None:
         home, argv = router_home(list(router.argv), ROUTER_UNIT, key)
@@ -115,7 +118,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                                     "exec_start": exec_line(argv, "the router's command line")},
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
         steps += stale("router", home)
-        endpoints.append(Endpoint("router", ROUTER_UNIT, f"http://127.0.0.1:{router.port}", model, "/readiness"))
+        endpoints.append(Endpoint("router", ROUTER_UNIT, listen.url(router.host, router.port), model, "/readiness"))
     plans = [RolePlan("servers", steps, rolling(ctx, servers, model, key) if v["servers_enabled"] else {})]
     if v["servers_enabled"]:
         # A separate role, so that its steps run after the unit files' handlers: a changed
@@ -135,10 +138,10 @@ def rolling(ctx: RoleContext, servers: list[Server], model: str, key: str) -> di
     role's own handlers run in declaration order, engine/handlers.ordered); the router's own restart
     stays systemctl's, after them."""
     router = ctx.plan.router if ctx.vars["servers_router"] else None
-    at = "127.0.0.1" if router is None or router.host in ("0.0.0.0", "::", "") else router.host
-    routed = {s.name: (Route(f"http://{at}:{router.port}", router.worker_urls[i]),) if router else ()
+    routed = {s.name: (Route(listen.url(router.host, router.port), router.worker_urls[i]),) if router else ()
               for i, s in enumerate(servers)}
-    rolled = tuple(Rolled(s.unit, f"http://127.0.0.1:{s.port}", model, routed[s.name])
+    rolled = tuple(Rolled(s.unit, listen.url(flag_value(s.argv, "--host") or "127.0.0.1", s.port), model,
+                          routed[s.name])
                    for s in servers if s.serves_http)
     python = f"{ctx.plan.venv.rstrip('/')}/bin/python"
     return {f"restart:{r.unit}": RollingRestart(f"restart:{r.unit}", r.unit, python, rolled,

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpunode import listen
 from gpunode.engine import journal, lock
 from gpunode.engine.lock import Owner
 from gpunode.errors import InventoryError, StepError, tail
 from gpunode.fleet.status import Report, Unit
+from gpunode.fleet.units import flag_value
 from gpunode.steps.health import Endpoint, Ready, router_admits
 from gpunode.transport.base import Transport
 
@@ -59,7 +61,7 @@ def endpoints(report: Report, units: list[Unit]) -> list[Endpoint]:
         if u.port is None:
             continue
         health = "/readiness" if u.kind == "router" else "/health"
-        out.append(Endpoint(u.name, u.id, f"http://127.0.0.1:{u.port}", u.model or model, health))
+        out.append(Endpoint(u.name, u.id, _url(u), u.model or model, health))
     return out
 
 
@@ -70,9 +72,14 @@ def _router_admits(target: Transport, report: Report, units: list[Unit], grace_s
     # The router admits a (re)started worker only after its own health check: until then
     # `inv status` would call it unhealthy.
     router = next((u for u in report.units if u.kind == "router" and u.port), None)
-    urls = [f"http://127.0.0.1:{u.port}" for u in units if u.kind == "server" and u.port]
+    urls = [_url(u) for u in units if u.kind == "server" and u.port]
     if router is not None and router.port and urls:
-        router_admits(target, router.port, urls, grace_s, auth)
+        router_admits(target, _url(router), urls, grace_s, auth)
+
+
+def _url(unit: Unit) -> str:
+    """Where this machine reaches a unit: its command line's --host (listen.py)."""
+    return listen.url(flag_value(unit.argv, "--host") or "127.0.0.1", unit.port or 0)
 
 
 def act(target: Transport, report: Report, action: str, units: list[Unit], owner: Owner, state_dir: str,

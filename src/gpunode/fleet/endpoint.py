@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from gpunode import listen
 from gpunode.errors import InventoryError
 from gpunode.inventory import Target
 from gpunode.resolve.plan import Plan
@@ -95,8 +96,7 @@ def router_listen(router: Any) -> tuple[str, int]:
 
 def local_url(host: str, port: int) -> str:
     """How the router's own target asks it (a wildcard is reached on loopback)."""
-    near = "127.0.0.1" if host in WILDCARD else (f"[{host}]" if ":" in host else host)
-    return f"http://{near}:{port}"
+    return listen.url(host, port)
 
 
 def router_argv(venv: str, module: str, host: str, port: int, policy: str) -> tuple[list[str], list[str]]:

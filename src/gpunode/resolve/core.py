@@ -6,6 +6,7 @@ import os
 import posixpath
 from typing import Any
 
+from gpunode import listen
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
 from gpunode.resolve import actions, fixes, flags, hardware, locks, models, pick, toolkit, topology, versions
@@ -270,7 +271,7 @@ def _router(kb: KB, servers: list[Server], engine: str, plan_python: str, choice
         return None
     r = kb.routers["sglang-router"]
     policy = choices.router_policy or ("round_robin" if engine == "vllm-cpu" else "cache_aware")
-    urls = tuple(f"http://{choices.host}:{p}" for p in ports)
+    urls = tuple(listen.url(choices.host, p) for p in ports)
     venv = f"{choices.venv_root.rstrip('/')}/router"
     python = plan_python if versions.in_range(plan_python, r.python_min, r.python_max) else r.python_max
     argv = (f"{venv}/bin/python", "-m", r.module, "--host", choices.router_host, "--port", str(choices.router_port),

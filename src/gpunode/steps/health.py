@@ -127,7 +127,7 @@ class Ready(Step):
         router = next((e for e in self.endpoints if e.name == "router"), None)
         servers = [e.url for e in self.endpoints if e.name != "router"]
         if router is not None and servers:
-            router_admits(target, int(router.url.rsplit(":", 1)[1]), servers, self.ask_s, self.auth)
+            router_admits(target, router.url, servers, self.ask_s, self.auth)
 
     def _fail(self, target: Transport, out: str, code: int) -> None:
         unit = next((line.split(" ", 1)[1] for line in out.splitlines() if line.startswith(("@@failed", "@@timeout"))),
@@ -156,10 +156,10 @@ def _loopback(e: Endpoint) -> tuple[str, str, str] | None:
     return (url.hostname, str(port), path) if re.fullmatch(r"/[A-Za-z0-9._~/-]*", path) else None
 
 
-def router_admits(target: Transport, port: int, servers: list[str], wait_s: int | float, auth: str = "") -> None:
-    """Wait until the router on port lists every server url as a healthy worker (provision's
+def router_admits(target: Transport, router: str, servers: list[str], wait_s: int | float, auth: str = "") -> None:
+    """Wait until the router at URL `router` lists every server url as a healthy worker (provision's
     readiness and inv start/restart share it); StepError naming the ones it keeps out."""
-    r = target.run(shell.sh(_ADMITTED, str(port), str(int(wait_s)), *servers), stdin=auth.encode(),
+    r = target.run(shell.sh(_ADMITTED, router, str(int(wait_s)), *servers), stdin=auth.encode(),
                    timeout=wait_s + 60)
     if not r.ok:
         late = next((x.split()[1:] for x in r.stdout.splitlines() if x.startswith("@@unadmitted")), [])

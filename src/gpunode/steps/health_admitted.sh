@@ -1,8 +1,8 @@
 # shellcheck shell=sh
 
-port=$1; deadline=$(( $(date +%s) + $2 )); shift 2; auth=$(cat)
+router=$1; deadline=$(( $(date +%s) + $2 )); shift 2; auth=$(cat)
 while :; do
-  rows=$(printf '%s\n' "$auth" | curl -s --max-time 3 -K - "http://127.0.0.1:$port/workers" 2>/dev/null | tr '}' '\n')
+  rows=$(printf '%s\n' "$auth" | curl -s --max-time 3 -K - "$router/workers" 2>/dev/null | tr '}' '\n')
   case "$rows" in *'"url":'*) ;; *) exit 0 ;; esac
   missing=""
   for url; do
