@@ -34,8 +34,9 @@ NEEDS_PASSWORD = ("a password is required", "a terminal is required")
 NOT_ALLOWED = ("is not in the sudoers file", "is not allowed to execute", "may not run sudo")
 GATE_REFUSED = 97  # the gate's exit: the line after sudo's was not the mark
 # sh's read builtin takes one byte at a time from a pipe, so ARGV's stdin starts right after the mark
-GATE = ('IFS= read -r line; if [ "$line" != "$1" ]; then echo "gpunode: sudo did not read the become password '
-        '(a NOPASSWD rule for sh?); not running the command" >&2; exit 97; fi; shift; exec "$@"')
+GATE_SAYS = "gpunode: sudo did not read the become password"
+GATE = ('IFS= read -r line; if [ "$line" != "$1" ]; then echo "' + GATE_SAYS + ' (a NOPASSWD rule for sh?); '
+        'not running the command" >&2; exit 97; fi; shift; exec "$@"')
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,12 @@ class Sudo:
                                f"${become.ENV}; or allow the login user sudo without a password (NOPASSWD)")
         sudo = cls(s.become_user, password)
         code, err = _run(client, sudo.wrap(["true"]), sudo.preamble())
+        if code == GATE_REFUSED and GATE_SAYS in err:
+            raise ConnectError(f"become: sudo on {s.address} asks {s.user or 'the login user'}'s password for some "
+                               "commands but runs `sh` without one (a NOPASSWD rule), so the password line would "
+                               "reach the command; nothing was run", target=s.name,
+                               hint="give the login user one sudoers rule for all commands: `ALL` (with the "
+                               "password) or `NOPASSWD: ALL`")
         if code != 0 and any(m in err for m in NOT_ALLOWED):
             raise ConnectError(f"become: {s.user or 'the login user'} may not `sudo -u {s.become_user}` on "
                                f"{s.address}", target=s.name, evidence=_without(err, password).strip()[-2000:],
