@@ -97,20 +97,31 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
     group_vars: dict[str, dict[str, Any]] = {}
 
     depth: dict[str, int] = {}  # the longest path from `all`, as Ansible's Group.depth
+    own: dict[str, list[str]] = {}       # group -> its hosts, in order
+    kids: dict[str, list[str]] = {}      # group -> its child groups, in order
+    # A group reached again along another path is walked again only where that path gives it other
+    # connection settings or a greater depth (issue 41: 22 levels of [a:children] in 1 KB were 4
+    # million paths, a chain of 1500 groups a RecursionError): iterative, each group once.
+    done: dict[tuple[str, int, tuple], int] = {}
 
-    def walk(group: str, body: Any, inherited: Located, where: str, level: int) -> list[str]:
+    def visit(group: str, body: Any, inherited: Located, where: str, level: int) -> list[tuple]:
+        """One group's body: its hosts recorded, its children returned as frames to walk."""
         depth[group] = max(depth.get(group, 0), level)
         if body is None:
             body = Located()
         if not isinstance(body, dict):
             raise InventoryError(f"{where}: group {group} must be a mapping with hosts:, children:, vars:",
                                  hint="e.g. `gpu: {hosts: {kpro6: {ansible_host: 10.0.0.6}}}`")
-        for key in body:
-            if key not in GROUP_KEYS:
+        key = (group, id(body), tuple(sorted((k, repr(v)) for k, v in inherited.items())))
+        if done.get(key, -1) >= level:
+            return []
+        done[key] = level
+        for k in body:
+            if k not in GROUP_KEYS:
                 from gpunode.inventory import _suggest
 
-                raise InventoryError(f"{yamlsrc.where(body, key, where)}: unknown key {key!r} in group {group}",
-                                     hint=_suggest(key, GROUP_KEYS) or "a group has hosts:, children: and vars:")
+                raise InventoryError(f"{yamlsrc.where(body, k, where)}: unknown key {k!r} in group {group}",
+                                     hint=_suggest(k, GROUP_KEYS) or "a group has hosts:, children: and vars:")
         raw_vars = body.get("vars")
         if raw_vars is not None and not isinstance(raw_vars, dict):
             raise InventoryError(f"{yamlsrc.where(body, 'vars', where)}: vars of group {group} must be a mapping",
@@ -118,12 +129,11 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
         conn, plain = connection_vars(raw_vars or Located(), f"group {group}", set())
         merged = _new(conn)
         for layer in (inherited, conn):
-            for key, value in layer.items():
-                merged[key] = value
-                merged.key_lines[key] = layer.key_lines.get(key, 0)
+            for k, value in layer.items():
+                merged[k] = value
+                merged.key_lines[k] = layer.key_lines.get(k, 0)
         if plain:
             group_vars[group] = yamlsrc.overlay(group_vars.get(group, {}), plain)
-        members: list[str] = []
         hosts = body.get("hosts") or {}
         if not isinstance(hosts, dict):
             raise InventoryError(f"{yamlsrc.where(body, 'hosts', where)}: hosts of group {group} must be a mapping "
@@ -143,22 +153,24 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
                                          hint=f"keep its settings in one place (the other is at {first[1]})")
                 keep = (first[0], first[1]) if first[0] or not settings else (settings, here)
                 bodies[name] = (*keep, first[2] + [(group, merged)])
-            members.append(name)
+            own.setdefault(group, []).append(name)
         children = body.get("children") or {}
         if not isinstance(children, dict):
             raise InventoryError(f"{yamlsrc.where(body, 'children', where)}: children of group {group} must be "
                                  "a mapping name -> group", hint="write `children: {gpu: {hosts: ...}}`")
-        for child, child_body in children.items():
-            members += walk(str(child), child_body, merged, yamlsrc.where(children, child, where), level + 1)
-        groups[group] = list(dict.fromkeys(groups.get(group, []) + members))
-        return members
+        kids.setdefault(group, [])
+        own.setdefault(group, [])
+        kids[group] += [str(c) for c in children]
+        return [(str(c), b, merged, yamlsrc.where(children, c, where), level + 1) for c, b in children.items()]
 
-    top_where = yamlsrc.where(doc, "all", str(path))
-    all_members = walk("all", doc["all"], Located(), top_where, 0)
-    for group, body in doc.items():  # Ansible reads other top-level keys as groups under `all`
-        if group != "all":
-            all_members += walk(str(group), body, Located(), yamlsrc.where(doc, group, str(path)), 1)
-    groups["all"] = list(dict.fromkeys(all_members))
+    tops = [("all", doc["all"], Located(), yamlsrc.where(doc, "all", str(path)), 0)]
+    # Ansible reads other top-level keys as groups under `all`
+    tops += [(str(g), b, Located(), yamlsrc.where(doc, g, str(path)), 1) for g, b in doc.items() if g != "all"]
+    stack = list(reversed(tops))
+    while stack:
+        stack += reversed(visit(*stack.pop()))
+    kids["all"] = list(dict.fromkeys(kids.get("all", []) + [str(g) for g in doc if g != "all"]))
+    groups.update({g: _members(g, own, kids) for g in own})
     # The order in which group variables are layered (later wins), as Ansible sorts a host's groups:
     # by depth, so that a child group's variables beat its parent's, then by name.
     groups = {g: groups[g] for g in sorted(groups, key=lambda g: (depth.get(g, 0), g))}
@@ -167,6 +179,20 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
         hosts[name] = parse_host(name, _host_node(name, settings, chain, host_keys), here)
     top_vars = group_vars.pop("all", {})
     return hosts, groups, top_vars, group_vars
+
+
+def _members(group: str, own: dict[str, list[str]], kids: dict[str, list[str]]) -> list[str]:
+    """The group's hosts, then its children's, depth first, each group once (names may form a cycle)."""
+    out: dict[str, None] = {}
+    seen = {group}
+    stack = [group]
+    while stack:
+        g = stack.pop()
+        out.update(dict.fromkeys(own.get(g, [])))
+        fresh = [c for c in dict.fromkeys(kids.get(g, [])) if c not in seen]
+        seen.update(fresh)
+        stack += reversed(fresh)
+    return list(out)
 
 
 def _host_node(name: str, settings: Any, chain: list[tuple[str, Located]], host_keys: set[str]) -> Any:

@@ -172,12 +172,25 @@ def _host_line(path: Path, number: int, line: str, hosts: Located) -> None:
 
 
 def _refuse_cycles(path: Path, parents: dict[str, list[str]]) -> None:
-    def up(group: str, seen: tuple[str, ...]) -> None:
-        for parent in parents.get(group, []):
-            if parent in seen:
-                raise InventoryError(f"{path}: groups {' -> '.join((*seen, parent))} contain each other",
+    """Groups that contain each other, found by one iterative walk that enters each group once
+    (issue 41: a walk per path took hours on 22 levels and overflowed the stack on 1500)."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    for start in parents:
+        if state.get(start):
+            continue
+        trail = [start]
+        todo = [iter(parents.get(start, []))]
+        state[start] = 1
+        while todo:
+            parent = next(todo[-1], None)
+            if parent is None:
+                state[trail.pop()] = 2
+                todo.pop()
+            elif state.get(parent) == 1:
+                cycle = [*trail[trail.index(parent):], parent]
+                raise InventoryError(f"{path}: groups {' -> '.join(cycle)} contain each other",
                                      hint="a group cannot be its own child")
-            up(parent, (*seen, parent))
-
-    for group in parents:
-        up(group, (group,))
+            elif not state.get(parent):
+                state[parent] = 1
+                trail.append(parent)
+                todo.append(iter(parents.get(parent, [])))
