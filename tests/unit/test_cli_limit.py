@@ -78,6 +78,12 @@ def test_limit_chooses_targets_as_ansible_does(argv, chosen, tmp_path, capsys):
     (["-l", "~kpro["], "--limit '~kpro[' is not a regular expression"),
     (["-g", "cloud", "-l", "kpro6"], "'kpro6' matches none of the targets to choose from (rented)"),
     (["--ct", "200", "-l", "kpro6"], "--ct needs --host"),
+    # issue 41: an empty pattern was read as none, and the whole group ran (teardown too)
+    (["-g", "blackwell", "-l", ""], "--limit is empty"),
+    (["-g", "blackwell", "--limit", "  "], "--limit is empty"),
+    (["-g", "", "-l", "kpro6"], "--group is empty"),
+    (["-g", "blackwell", "--only", ""], "--only '' names no role"),
+    (["-g", "blackwell", "--only", " , "], "names no role"),
 ])
 def test_a_limit_that_chooses_badly_is_an_error(argv, message, tmp_path, capsys):
     code, planned, err = run(tmp_path, capsys, *argv)

@@ -54,6 +54,11 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     from gpunode.report import HumanReport, JsonLines
     from gpunode.secrets import redact
 
+    if only is not None and not any(r.strip() for r in str(only).split(",")):
+        from gpunode.errors import InventoryError
+
+        # `--only ''` names no role: it was read as no --only, and every role ran (issue 41)
+        raise InventoryError(f"--only {str(only)[:40]!r} names no role", hint="e.g. --only engine, or leave --only out")
     forks = forks_of(forks, 4)
     inv = load_inventory(inventory)
     only = _roles_wanted(only, skip_tags)  # a mistyped role name is caught before any target is contacted

@@ -197,7 +197,7 @@ def defaults(names: tuple[str, ...] | None = None) -> dict[str, Any]:
 def select(only: str | None) -> tuple[list[str], list[str]]:
     """--only a,b -> (roles to run, roles that must already be in place)."""
     everything = order()
-    if not only:
+    if only is None:
         return list(everything), []
     wanted = [r.strip() for r in only.split(",") if r.strip()]
     if not wanted:
