@@ -220,8 +220,8 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
     lowest layer. --limit narrows what --host or --group chose, or chooses among every target."""
     from gpunode import hostpatterns, roles, variables
 
-    for flag, given in (("--limit", limit), ("--group", group)):
-        if given is not None and not str(given).strip():
+    for flag, value in (("--limit", limit), ("--group", group)):
+        if value is not None and not str(value).strip():
             # an empty pattern chose nothing, and was read as no pattern: the whole group ran (issue 41)
             raise InventoryError(f"{flag} is empty", hint=f"give a pattern, or leave {flag} out")
     defaults = roles.defaults()
