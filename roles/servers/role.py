@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from gpunode import listen
@@ -12,6 +13,7 @@ from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
+from gpunode.steps.judge import EngineJudge, Judged
 from gpunode.steps.rolling import Keep, Rolled, RollingRestart, Route
 from gpunode.steps.systemd import Service, UnitTemplate
 from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
@@ -62,13 +64,25 @@ def check_ports(ctx: RoleContext, servers: list[Server]) -> None:
                              f"(at {ctx.where('base_port')})")
 
 
+def judge(ctx: RoleContext) -> EngineJudge:
+    """The engine in the plan's venv judges every server's arguments and environment, before any of
+    this role's files is written (steps/judge.py). The API key's file is left out: it holds no flag
+    a check reads, and a secret stays out of the probe."""
+    plan = ctx.plan
+    return EngineJudge(engine=plan.engine, venv=plan.venv,
+                       servers=[Judged(s.name, tuple(s.args), tuple(sorted(plan.server_env(s).items())))
+                                for s in plan.servers],
+                       expect=[json.dumps(p.requirement) for p in plan.packages],
+                       timeout=float(ctx.vars["servers_judge_timeout"]))
+
+
 def build(ctx: RoleContext) -> list[RolePlan]:
     v = ctx.vars
     servers = servers_from_plan(ctx)
     check_ports(ctx, servers)
     model = ctx.plan.model.served_model_name
     key = str(v.get("server_api_key") or "")
-    steps: list = []
+    steps: list = [judge(ctx)] if v["servers_judge"] and ctx.plan.servers else []
     w = ctx.plan.weights
     stage = STAGE_UNIT if w is not None and w.stage else ""
     if w is not None and stage:

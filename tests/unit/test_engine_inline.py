@@ -11,7 +11,7 @@ import pytest
 
 from gpunode import shell
 from gpunode.engine import inline, journal, probe
-from gpunode.steps import apt, reads, reuse, systemd, weights
+from gpunode.steps import apt, judge, reads, reuse, systemd, weights
 
 SCRIPTS = sorted(inline.SAFE)
 _ONE_LINE_FUNCTION = re.compile(r"gn_\w+\(\) \{[^\n]*\}")
@@ -73,6 +73,7 @@ def _cases(tmp_path):
     (state / "handlers.pending").write_text("demo\trestart:x.service\ntorn")
     (tmp_path / "a.conf").write_text("port=1\n")
     (tmp_path / "m.json").write_text('{"a": 1}\n')
+    (tmp_path / "judged").write_text("d1\naccepted\n")
     files = [str(tmp_path / "a.conf"), str(tmp_path / "missing"), str(tmp_path)]
     return [
         ["sh", "-c", reads._STAT, "sh", *files],
@@ -83,6 +84,8 @@ def _cases(tmp_path):
         journal.pending_probe(str(state)),
         ["sh", "-c", weights.READS[1].without, "sh", str(tmp_path), str(tmp_path / "missing")],
         ["sh", "-c", weights.READS[0].without, "sh", str(tmp_path / "missing"), str(tmp_path / "a/b")],
+        ["sh", "-c", judge._PROBE, "sh", str(tmp_path / "missing/python"), str(tmp_path / "m.json"), "60", "", "",
+         str(tmp_path), "cpu0", str(tmp_path / "judged"), "d1", "{}", "cpu1", str(tmp_path / "missing"), "d2", "{}"],
     ], state
 
 
