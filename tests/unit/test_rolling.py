@@ -37,7 +37,7 @@ def servers_plans(**extra) -> list[RolePlan]:
 def test_each_server_is_replaced_behind_the_router_in_order_and_the_router_last():
     servers, *_ = servers_plans()
     units = [s.path.rsplit("/", 1)[1] for s in servers.steps
-             if s.path.startswith("/etc/systemd/system/gpunode-gpu")]
+             if getattr(s, "path", "").startswith("/etc/systemd/system/gpunode-gpu")]  # the engine's judge has none
     assert len(units) > 1
     names = [f"restart:{u}" for u in reversed(units)] + ["restart:gpunode-router.service", "daemon-reload"]
     order = ordered(names, servers.handlers)
