@@ -253,7 +253,9 @@ def judge_cases(cases: list[dict], deadline: float = 180.0, width: int = 0) -> l
         if not ready and time.monotonic() >= end:
             for fd, (case, pid, _) in running.items():
                 with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
+                    os.killpg(pid, signal.SIGKILL)   # the case and what the engine started
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)     # one killed before its setpgid
                 with contextlib.suppress(OSError):
                     os.waitpid(pid, 0)
                 os.close(fd)
