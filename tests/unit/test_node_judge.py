@@ -211,3 +211,19 @@ def test_the_engine_judges_before_any_env_file_or_unit_of_the_servers_role():
     assert dict(judge.servers[0].env) == plan.server_env(plan.servers[0])
     assert judge.venv == plan.venv and judge.engine == plan.engine == "sglang"
     assert [s for s in servers_steps(servers_judge=False) if isinstance(s, EngineJudge)] == []
+
+
+def test_a_check_that_does_not_answer_by_the_deadline_is_ended_and_said(monkeypatch):
+    """The deadline: a case still running is killed with what it started, the others keep their verdict."""
+    def slow(engine, argv):
+        if argv == ["hang"]:
+            time.sleep(60)
+        return {"accepted": True, "check": "", "error": "", "where": "", "resolved": {}}
+
+    monkeypatch.setattr(nodecheck, "check", slow)   # the forked case runs this process's check
+    started = time.monotonic()
+    quick, hung = nodecheck.judge_cases([{"id": "a", "engine": "vllm", "argv": []},
+                                         {"id": "b", "engine": "vllm", "argv": ["hang"]}], deadline=2, width=2)
+    assert time.monotonic() - started < 20
+    assert quick["accepted"] is True and hung["accepted"] is None
+    assert hung["error"] == "no verdict within 2 s (the deadline)"
