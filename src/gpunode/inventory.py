@@ -178,11 +178,11 @@ def _check_keys(node: Any, allowed: set[str], what: str) -> None:
             raise InventoryError(f"{yamlsrc.where(node, key)}: unknown key {key!r} in {what}", hint=hint)
 
 
-def _as_vars(node: Any, what: str) -> dict[str, Any]:
+def _as_vars(node: Any, what: str, at: str = "?") -> dict[str, Any]:
     if node is None:
         return {}
     if not isinstance(node, dict):
-        raise InventoryError(f"{yamlsrc.where(node)}: {what} must be a mapping of variables",
+        raise InventoryError(f"{yamlsrc.where(node, fallback=at)}: {what} must be a mapping of variables",
                              hint="write `key: value` lines under it")
     return node if isinstance(node, Located) else dict(node)  # Located keeps each key's line for errors
 
@@ -353,6 +353,8 @@ def load(path: str | Path) -> Inventory:
                            "gpunode.yaml (docs/config.md)")
     doc = (inventory_ini.read(main) if inventory_ini.looks_like_ini(main) else yamlsrc.load(main)) or Located()
     group_vars: dict[str, dict[str, Any]] = {}
+    if inventory_ansible.is_list_output(doc):
+        doc = inventory_ansible.from_list_output(doc, main)
     if inventory_ansible.is_ansible(doc):
         hosts, groups, top_vars, group_vars = inventory_ansible.read(doc, main, _parse_host, HOST_KEYS)
     else:
@@ -381,29 +383,38 @@ def load(path: str | Path) -> Inventory:
                                          hint=_suggest(member, hosts) or "declare the host under `hosts:`")
         top_vars = _as_vars(doc.get("vars"), "vars")
         group_vars = {str(g): _as_vars(b.get("vars"), "vars") for g, b in raw_groups.items()}
-    for g, v in _var_files(folder / "group_vars").items():
+    found, files = _var_files(folder / "group_vars")
+    for g, v in found.items():
         if g != "all" and g not in groups:
-            raise InventoryError(f"{folder / 'group_vars' / g}.yml is for unknown group {g!r}",
+            raise InventoryError(f"{files[g]} is for unknown group {g!r}",
                                  hint=_suggest(g, groups) or "rename the file or declare the group")
         group_vars[g] = yamlsrc.overlay(group_vars[g], v, values=merge(group_vars[g], v)) if group_vars.get(g) else v
-    host_vars = _var_files(folder / "host_vars")
+    host_vars, files = _var_files(folder / "host_vars")
     for name in host_vars:
         if name not in hosts:
-            raise InventoryError(f"{folder / 'host_vars' / name}.yml is for unknown host {name!r}",
+            raise InventoryError(f"{files[name]} is for unknown host {name!r}",
                                  hint=_suggest(name, hosts) or "rename the file or declare the host")
     return Inventory(main, hosts, groups, group_vars, top_vars, host_vars)
 
 
-VAR_SUFFIXES = (".yml", ".yaml")
+#: What Ansible's host_group_vars plugin reads: YAML, JSON (which YAML reads too) and files with no
+#: extension (group_vars/gpu); a name with another dot in it is a name (host_vars/gpu1.example.com).
+VAR_SUFFIXES = (".yml", ".yaml", ".json")
 
 
-def _var_files(folder: Path) -> dict[str, dict[str, Any]]:
-    """group_vars/<g>.yml, and Ansible's folder form group_vars/<g>/*.yml (vars.yml beside a
-    vault.yml), merged in name order. Anything else there is refused by name rather than skipped:
-    a skipped file may hold the secret the servers need."""
+def _var_name(f: Path) -> str:
+    return f.stem if f.suffix in VAR_SUFFIXES else f.name
+
+
+def _var_files(folder: Path) -> tuple[dict[str, dict[str, Any]], dict[str, Path]]:
+    """group_vars/<g>.yml (or .yaml, .json, or no extension, as Ansible reads them), and Ansible's
+    folder form group_vars/<g>/*.yml (vars.yml beside a vault.yml), merged in name order. Anything
+    else in such a folder is refused by name rather than skipped: a skipped file may hold the
+    secret the servers need. Also each name's first file or folder, for messages."""
     out: dict[str, dict[str, Any]] = {}
+    first: dict[str, Path] = {}
     if not folder.is_dir():
-        return out
+        return out, first
     for entry in sorted(folder.iterdir()):
         if entry.name.startswith("."):
             continue
@@ -412,15 +423,17 @@ def _var_files(folder: Path) -> dict[str, dict[str, Any]]:
             if f.is_dir():
                 raise InventoryError(f"{f}: a folder inside {entry}; gpunode reads the YAML files directly in it",
                                      hint=f"move its files up into {entry}")
-            if f.suffix not in VAR_SUFFIXES:
-                raise InventoryError(f"{f}: not a YAML file (.yml or .yaml), so no variable in it would be read",
+            if f.suffix not in VAR_SUFFIXES and (entry.is_dir() and f.suffix):
+                raise InventoryError(f"{f}: not a YAML file (.yml, .yaml, .json or no extension, as Ansible reads "
+                                     "them), so no variable in it would be read",
                                      hint=f"rename it to {f.stem}.yml, or move it out of {folder}")
-        name = entry.name if entry.is_dir() else entry.stem
-        layers = [_as_vars(yamlsrc.load(f), f"variables file {f}") for f in files]
+        name = entry.name if entry.is_dir() else _var_name(entry)
+        layers = [_as_vars(yamlsrc.load(f), f"variables file {f}", f"{f}:1") for f in files]
         if name in out:
             layers.insert(0, out[name])
+        first.setdefault(name, entry)
         out[name] = _join(layers, folder / name)
-    return out
+    return out, first
 
 
 def _join(layers: list[dict[str, Any]], what: Path) -> dict[str, Any]:

@@ -53,6 +53,19 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+VAULT_HINT = ("let Ansible decrypt it: `ansible-inventory -i INVENTORY --list --vault-password-file FILE > "
+              "inventory.json`, then pass -i inventory.json (read it from a file only you can read); or give "
+              "the secret in the environment instead")
+
+
+def _vault_value(loader: _Loader, node: yaml.Node) -> Any:
+    """Ansible Vault's inline form (`key: !vault |`): gpunode holds no vault password to open it."""
+    raise InventoryError(f"{loader.name}:{node.start_mark.line + 1}: an Ansible Vault value (!vault), which "
+                         "gpunode cannot decrypt", hint=VAULT_HINT)
+
+
+_Loader.add_constructor("!vault", _vault_value)
+
 
 # An inventory nests a handful of levels and expands to a few thousand values (the knowledge base,
 # the largest file read here, to tens of thousands). A 1 KB "billion laughs" file of aliases expands
@@ -70,6 +83,8 @@ def load(path: Path) -> Any:
 def load_text(text: str, name: str, *, syntax: bool = True) -> Any:
     """Parse YAML text that came from `name` (a file, or `--set key` for a value); syntax=False
     leaves a syntax error to the caller (a --set value may be a secret: its message must not quote it)."""
+    if text.lstrip().startswith("$ANSIBLE_VAULT;"):  # a file `ansible-vault encrypt` wrote
+        raise InventoryError(f"{name}:1: an Ansible Vault file, which gpunode cannot decrypt", hint=VAULT_HINT)
     loader = _Loader(text)
     loader.name = name
     try:
