@@ -220,3 +220,55 @@ def _host_node(name: str, settings: Any, chain: list[tuple[str, Located]], host_
     if plain:
         out["vars"] = yamlsrc.overlay(plain, own.get("vars") or {})
     return out
+
+
+def is_list_output(doc: Any) -> bool:
+    """`ansible-inventory -i X --list` output: its groups at the top, every host's variables in _meta."""
+    return isinstance(doc, dict) and isinstance(doc.get("_meta"), dict) and "hostvars" in doc["_meta"]
+
+
+def from_list_output(doc: dict, path: Path) -> Located:
+    """`ansible-inventory --list` JSON -> the YAML inventory shape read() walks. Ansible wrote it after
+    its own inventory plugins, dynamic scripts and vault had done their work; each host's variables
+    are already merged there (group `vars` appear only with --export), so they go on the host."""
+    hostvars = doc["_meta"].get("hostvars") or {}
+    if not isinstance(hostvars, dict):
+        raise InventoryError(f"{yamlsrc.where(doc['_meta'], 'hostvars', str(path))}: _meta.hostvars must be a "
+                             "mapping host -> variables", hint="give what `ansible-inventory -i X --list` printed")
+    made: set[str] = set()
+
+    def group(name: str, trail: tuple[str, ...]) -> Located:
+        body = doc.get(name) or Located()
+        if not isinstance(body, dict):
+            raise InventoryError(f"{yamlsrc.where(doc, name, str(path))}: group {name} must be a mapping with "
+                                 "hosts: and children: lists", hint="give what `ansible-inventory -i X --list` printed")
+        out = _new(body)
+        hosts = body.get("hosts") or []
+        children = body.get("children") or []
+        for key, value in (("hosts", hosts), ("children", children)):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise InventoryError(f"{yamlsrc.where(body, key, str(path))}: {key} of group {name} must be a list "
+                                     "of names", hint="give what `ansible-inventory -i X --list` printed")
+        if hosts:
+            out["hosts"] = _new(body)
+            for h in hosts:
+                # a host's variables once, where it first appears; its other groups only list it
+                out["hosts"][h] = None if h in made else (hostvars.get(h) or Located())
+                made.add(h)
+        if children:
+            out["children"] = _new(body)
+            for child in children:
+                if child in trail:
+                    raise InventoryError(f"{yamlsrc.where(body, 'children', str(path))}: group {child} contains "
+                                         "itself", hint="give what `ansible-inventory -i X --list` printed")
+                out["children"][child] = group(child, (*trail, child))
+        if body.get("vars"):  # --export keeps group variables on their group
+            out["vars"] = body["vars"]
+        return out
+
+    top = _new(doc)
+    top["all"] = group("all", ("all",))
+    orphans = [h for h in hostvars if h not in made]  # listed in _meta only: Ansible's `ungrouped`
+    if orphans:
+        top["all"].setdefault("hosts", _new(doc)).update({h: hostvars[h] or Located() for h in orphans})
+    return top
