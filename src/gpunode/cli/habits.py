@@ -133,10 +133,12 @@ def translate(argv: list[str]) -> list[str]:
 
 def refusal(message: str) -> str | None:
     """Invoke's "No idea what '-x' is!" for a flag that a user of another tool types: what to use."""
-    seen = re.fullmatch(r"No idea what '(-[^']*)' is!", str(message))
+    seen = re.fullmatch(r"No idea what '([^']*)' is!", str(message))
     if seen is None:
         return None
     name = seen.group(1).partition("=")[0]
+    if not name.startswith("-"):
+        return f"error: no task {name!r}\nhint: `{program} --list` lists the tasks"
     if name in REFUSED:
         return f"error: {name}: {REFUSED[name]}"
     return f"error: no option {name} here\nhint: `gpunode --help TASK` lists a task's options"

@@ -12,7 +12,7 @@ from gpunode import __version__
 
 # One module per area; each exposes `ns`. Imported by name so that a missing
 # optional dependency of one area (e.g. proxmoxer for onboard) names itself.
-AREAS = ("hostkeys", "facts", "resolve", "provision", "wheelhouse", "unlock", "onboard", "pinsets",
+AREAS = ("hostkeys", "graph", "facts", "resolve", "provision", "wheelhouse", "unlock", "onboard", "pinsets",
          "bench", "doctor", "fleet", "audit", "control", "kb")
 
 ns = Collection()
