@@ -71,5 +71,5 @@ def test_inv_in_a_checkout_has_the_labs_tasks():
 
 def test_help_of_a_task_shows_its_options_without_them():
     help_text, modules = cli("--help", "provision")
-    assert "--check" in help_text and "show the plan and the diffs" in help_text
+    assert "--check" in help_text and "show what would change and the diffs" in help_text
     assert heavy_in(modules) == []
