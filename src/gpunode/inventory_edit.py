@@ -4,6 +4,9 @@ The edit is checked by loading the result with gpunode.inventory.load before it 
 the file (temp file in the same folder, then rename), so a bad edit never lands.
 Only gpunode's own format (top-level `hosts:` with block mappings) is edited; anything
 else is refused with a hint to add the lines by hand.
+
+By hand, not ruamel.yaml's round trip: that keeps comments but re-emits the whole file (its
+indentation, quoting and flow style), where inserting lines leaves every other byte as it was.
 """
 
 from __future__ import annotations

@@ -98,8 +98,10 @@ def test_upid_decodes_like_proxmoxer():
     ours, theirs = decode_upid(upid), Tasks.decode_upid(upid)
     assert (ours.node, ours.pid, ours.pstart, ours.starttime, ours.type, ours.id) == (
         theirs["node"], theirs["pid"], theirs["pstart"], theirs["starttime"], theirs["type"], theirs["id"])
-    with pytest.raises(PveError, match="not a Proxmox task id"):
-        decode_upid("UPID:kpro6:1")
+    assert ours.user == theirs["user"] == "root@pam"  # proxmoxer's: the token's name is not the user's
+    for bad in ("UPID:kpro6:1", "UPID:kpro6:zz:0A1B2C3D:6650A1B2:vzcreate:230:root@pam:"):
+        with pytest.raises(PveError, match="not a Proxmox task id"):
+            decode_upid(bad)
 
 
 def test_exitstatus_semantics():

@@ -34,16 +34,15 @@ class Upid:
 
 
 def decode_upid(upid: str) -> Upid:
-    parts = upid.split(":")
-    if len(parts) != 9 or parts[0] != "UPID":
-        raise PveError(f"{upid!r} is not a Proxmox task id (UPID:node:pid:pstart:starttime:type:id:user:)",
-                       hint="the API answered something other than a task id; see its answer above")
+    """proxmoxer's Tasks.decode_upid, its AssertionError (and a field that is not hex) as a PveError."""
+    from proxmoxer.tools import Tasks
+
     try:
-        pid, pstart, start = (int(p, 16) for p in parts[2:5])
-    except ValueError:
-        raise PveError(f"{upid!r}: pid/pstart/starttime are not hex numbers",
-                       hint="the API answered something other than a task id") from None
-    return Upid(upid, parts[1], pid, pstart, start, parts[5], parts[6], parts[7])
+        d = Tasks.decode_upid(upid)
+    except (AssertionError, ValueError, AttributeError):
+        raise PveError(f"{upid!r} is not a Proxmox task id (UPID:node:pid:pstart:starttime:type:id:user:)",
+                       hint="the API answered something other than a task id; see its answer above") from None
+    return Upid(upid, d["node"], d["pid"], d["pstart"], d["starttime"], d["type"], d["id"], d["user"])
 
 
 def last_result(state: RetryCallState) -> Any:

@@ -90,7 +90,7 @@ class SshTransport(Transport):
         revoked = frozenset(trusted.revoked)
         writable = files[0] if s.known_hosts else default_known_hosts()
         client = conn.client
-        client._host_keys = trusted.host_keys  # Fabric may have preloaded; these files decide
+        trust_only(client, trusted.host_keys)  # Fabric may have preloaded; these files decide
         policy = RefuseUnknown(s.name, s.host_key, revoked, known=writable)
         client.set_missing_host_key_policy(policy)
         guard_hops(conn, trusted, s.name, writable)
@@ -163,6 +163,8 @@ class SshTransport(Transport):
     # -- commands ----------------------------------------------------------------
 
     def _channel(self, argv: Sequence[str]) -> paramiko.Channel:
+        # Not Fabric's Connection.run (Invoke's Runner): it decodes output and reads stdin as text, while
+        # files, probes and held commands cross this channel as bytes, in chunks, under one deadline.
         client = self._client()
         transport = client.get_transport()
         try:
@@ -323,6 +325,16 @@ def keys_tried(conn: Connection) -> str:
     return ", ".join(parts) or "none"
 
 
+def trust_only(client: paramiko.SSHClient, keys: paramiko.HostKeys) -> None:
+    """The client checks host keys against `keys` alone (through paramiko's public HostKeys API):
+    Fabric's Connection loads ~/.ssh/known_hosts into it by itself."""
+    mine = client.get_host_keys()
+    mine.clear()
+    for host in keys.keys():
+        for keytype, key in keys[host].items():
+            mine.add(host, keytype, key)
+
+
 def guard_hops(conn: Connection, trusted: known_hosts.Trust, name: str, writable: Path) -> None:
     """Check every ProxyJump hop's key like the host's.
 
@@ -332,7 +344,7 @@ def guard_hops(conn: Connection, trusted: known_hosts.Trust, name: str, writable
     hop = conn.gateway
     while isinstance(hop, Connection):
         label = f"{hop.user}@{hop.host}:{hop.port}"
-        hop.client._host_keys = trusted.host_keys
+        trust_only(hop.client, trusted.host_keys)
         hop.client.set_missing_host_key_policy(
             RefuseUnknown(name, None, frozenset(trusted.revoked), hop=label, known=writable))
         hop = hop.gateway
