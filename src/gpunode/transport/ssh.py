@@ -330,7 +330,7 @@ def trust_only(client: paramiko.SSHClient, keys: paramiko.HostKeys) -> None:
     Fabric's Connection loads ~/.ssh/known_hosts into it by itself."""
     mine = client.get_host_keys()
     mine.clear()
-    for host in keys.keys():
+    for host in keys:
         for keytype, key in keys[host].items():
             mine.add(host, keytype, key)
 
