@@ -103,7 +103,7 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
                 continue
             if not yes:
                 if not sys.stdin.isatty():
-                    raise InventoryError("inv teardown asks for a typed confirmation, and stdin is not a terminal",
+                    raise InventoryError("teardown asks for a typed confirmation, and stdin is not a terminal",
                                          target=target.name, hint="pass --yes (after --check shows the list)")
                 typed = input(f"type the target's name ({target.name}) to remove all of this: ").strip()
                 if typed != target.name:
