@@ -26,9 +26,9 @@ HELP = {
     "commands": "print the exact commands each change would run (implies --check; steps whose apply is a "
                 "fixed list of commands: files, directories, links, units, services)",
     "ask-become-pass": "ask once for the sudo password of hosts with become (else $GPUNODE_BECOME_PASSWORD)",
-    "verbose": "-v: every step (also those with nothing to do) and, with --check, the plan; -vv: also what "
-               "long steps print on the target (installer, staging, readiness), each line prefixed with the "
-               "target; -vvv: also the traceback of an internal error",
+    "verbose": "-v: every step (also those with nothing to do) and, with --check, the plan; -vv: also the "
+               "commands of each change (--check) and what long steps print on the target (installer, staging, "
+               "readiness), each line prefixed with the target; -vvv: also the traceback of an internal error",
 }
 
 
@@ -79,9 +79,9 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     live = None if json else LiveLines(console)
     verbose = int(verbose or 0)
     sink = JsonLines(sys.stdout, redact=redact, run_id=run_id) if json else HumanReport(
-        console, redact=lambda text: as_typed(redact(text)), live=live, commands=commands, show_ok=verbose >= 1,
-        brief=verbose == 0)
-    streamed = verbose >= 2  # -vv: the target's own lines
+        console, redact=lambda text: as_typed(redact(text)), live=live, commands=commands or verbose >= 2,
+        show_ok=verbose >= 1, brief=verbose == 0)
+    streamed = verbose >= 2  # -vv: the target's own lines, and (in check mode) the commands of each change
 
     def show_plan(name: str, plan) -> None:
         if json:
