@@ -53,6 +53,9 @@ PUBLISHED = {
     "nemotron-h-56b-base-8k": (56e9, 0.03),
     "nemotron-3-nano-30b-a3b-bf16": (31.6e9, 0.01),
     "nemotron-3-super-120b-a12b-fp8": (120e9, 0.04),
+    "glm-4.5-air": (106e9, 0.02),                 # 106B total, 12B active (its SOURCE)
+    "qwen2.5-72b": (72.7e9, 0.01),
+    "llama-4-maverick-17b-128e-instruct": (400e9, 0.01),   # MoE on every 2nd layer (interleave_moe_layer_step)
 }
 
 
@@ -80,10 +83,19 @@ def test_every_claimed_family_is_checked_here():
     assert set(model_parts.FAMILIES) <= checked, set(model_parts.FAMILIES) - checked
 
 
-def test_every_recorded_config_is_a_claimed_family():
+# issue 38's newest configs of families whose shapes the estimate does not know (DeepSeek-V4's compressed
+# attention, Kimi-K3, Step-3.7, GLM-4.7-Flash, Qwen3.8's text-only type, MiniMax-M3, Laguna, Muse): each has an
+# unknown size, so a plan needs the index's total_size, the weights, or tp: (tests/unit/test_model_size_checkpoints.py)
+UNSIZED = {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4-flash-nvfp4", "kimi-k3", "step-3.7-flash",
+           "step-3.7-flash-fp8", "glm-4.7-flash", "qwen3.8-2.4t-a95b-fp8", "minimax-m3", "laguna-s-2.1-fp8",
+           "muse-glimmer-30b"}
+
+
+def test_every_recorded_config_is_a_claimed_family_or_known_to_be_unsized():
     for folder in sorted(MODELS.iterdir()):
         if (folder / "config.json").exists():
-            assert model_parts.family(config(folder.name)) in model_parts.FAMILIES, folder.name
+            claimed = model_parts.family(config(folder.name)) in model_parts.FAMILIES
+            assert claimed != (folder.name in UNSIZED), folder.name
 
 
 @pytest.mark.parametrize(("name", "low", "high"), [

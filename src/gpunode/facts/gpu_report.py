@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from gpunode.facts import mig
+from gpunode.facts.driver_match import MISMATCH_TEXT
 from gpunode.facts.gpu import _BUS, SmiView, _na, _version, gpus_and_driver, parse_query, with_compute_cap
 from gpunode.facts.types import Driver, Gpu, Reported
 
@@ -22,6 +23,7 @@ TABLE, Q, QUERY = "nvidia-smi (table)", "nvidia-smi -q", "nvidia-smi --query-gpu
 XML, LIST, Q_MEMORY = "nvidia-smi -q -x (XML)", "nvidia-smi -L", "nvidia-smi -q -d MEMORY"
 CHECK_ENV, COLLECT_ENV = "python -m sglang.check_env", "python -m torch.utils.collect_env"
 AMD = "an AMD ROCm report"
+NVML = "nvidia-smi failing with NVML's driver/library version mismatch"
 
 USABLE = ("`nvidia-smi -q` (or plain `nvidia-smi`), or gpunode's query: nvidia-smi "
           "--query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv")
@@ -46,6 +48,8 @@ _AMD = re.compile(r"^[ \t]*ROCM (?:available|Driver Version)\s*:|^AMD Topology:|
 
 def recognise(text: str) -> str | None:
     """The format of a pasted report, from its markers."""
+    if MISMATCH_TEXT in text and not re.search(r"^\|\s*\d+\s+\S", text, re.M):   # nvidia-smi printed no GPU
+        return NVML
     if _AMD.search(text):
         return AMD
     if "<nvidia_smi_log" in text or re.search(r"<gpu id=\"", text):
@@ -188,6 +192,11 @@ def read_report(text: str) -> Report:
     reported = None
     if fmt == AMD:
         return Report(fmt, (), Driver(None, None), (), None, missing=_MISSING[AMD])
+    if fmt == NVML:
+        lib = re.search(r"NVML library version:\s*(\d+\.\d+(?:\.\d+)?)", text)
+        return Report(fmt, (), Driver(None, None), (), None,
+                      missing=f"nvidia-smi stopped at NVML's {MISMATCH_TEXT}"
+                              + (f" (NVML library version {lib.group(1)})" if lib else ""))
     if fmt in (CHECK_ENV, COLLECT_ENV):
         cut = _cut(text, fmt)
         if cut:
@@ -258,6 +267,12 @@ def refusal(path: str, report: Report) -> tuple[str, str]:
                 "of SGLang and vLLM",
                 "AMD GPUs are not supported by gpunode: run SGLang's or vLLM's ROCm build on this machine "
                 "yourself, or give the report of a machine with NVIDIA GPUs")
+    if report.format == NVML:
+        return (f"{path}: no GPU can be read from it: {report.missing}\nthe loaded driver and the library differ: "
+                "reload the nvidia module or reboot",
+                "the kernel module still loaded is not the version of the driver libraries installed since: unload "
+                "and load the nvidia modules (or reboot), then save `nvidia-smi`'s output again; in an LXC container "
+                "the container's driver libraries must be the host module's version (inv onboard installs them)")
     what = f"recognised as `{report.format}` output" if report.format else "not a GPU report gpunode knows"
     seen = f"; driver {report.driver.version}" if report.driver.version else ""
     return (f"{path}: no GPU can be read from it ({what}{seen})\nmissing: {report.missing}",

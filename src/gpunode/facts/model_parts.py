@@ -25,7 +25,7 @@ FAMILIES = {
     "qwen3": "Qwen3", "qwen3_moe": "Qwen3 MoE", "qwen3_next": "Qwen3-Next", "qwen3_vl": "Qwen3-VL",
     "qwen3_vl_moe": "Qwen3-VL MoE", "qwen3_5": "Qwen3.5/3.6", "qwen3_5_moe": "Qwen3.5/3.6 MoE",
     "deepseek_v3": "DeepSeek V3/R1", "deepseek_v32": "DeepSeek V3.2", "kimi_k2": "Kimi K2",
-    "kimi_k25": "Kimi K2.5", "glm_moe_dsa": "GLM-5", "gpt_oss": "gpt-oss", "gemma4": "Gemma 4",
+    "kimi_k25": "Kimi K2.5", "glm_moe_dsa": "GLM-5", "glm4_moe": "GLM-4.5/4.6/4.7", "qwen2": "Qwen2.5", "gpt_oss": "gpt-oss", "gemma4": "Gemma 4",
     "minimax_m2": "MiniMax-M2", "mimo_v2_flash": "MiMo-V2-Flash",
     "nemotron_h": "Nemotron-H (hybrid_override_pattern: Mamba-2, attention, MLP, MoE layers)",
     "nemotron-nas": "DeciLM / Llama-Nemotron NAS (block_configs)",
@@ -58,7 +58,7 @@ def num(c: dict[str, Any], *keys: str) -> int:
 
 def parts(config: dict[str, Any]) -> list[Part]:
     """Every part with its parameters; [] when the config lacks the shapes."""
-    c = text_config(config)
+    c = hybrid_pattern(text_config(config))
     hidden, layers, vocab = num(c, "hidden_size", "d_model"), num(c, "num_hidden_layers", "n_layer"), \
         num(c, "vocab_size")
     if not (hidden and layers and vocab) or layers > MAX_LAYERS:
@@ -79,6 +79,26 @@ def parts(config: dict[str, Any]) -> list[Part]:
     vision = config.get("vision_config")
     if isinstance(vision, dict):
         out += _vision(vision, hidden)
+    return out
+
+
+# Nemotron-H as transformers v5 writes it: a block name per layer (layers_block_type) in place of
+# hybrid_override_pattern's characters, the MTP layers' in mtp_layers_block_type (mlx-lm's and
+# Megatron-Bridge's readers map them the same way)
+_BLOCKS = {"mamba": "M", "linear_attention": "M", "attention": "*", "full_attention": "*", "mlp": "-", "moe": "E"}
+
+
+def hybrid_pattern(c: dict[str, Any]) -> dict[str, Any]:
+    """c with hybrid_override_pattern (and its MTP one) from layers_block_type lists, when those are given."""
+    blocks = c.get("layers_block_type")
+    if str(c.get("model_type", "")) != "nemotron_h" or isinstance(c.get("hybrid_override_pattern"), str) or \
+            not isinstance(blocks, list) or not all(str(b) in _BLOCKS for b in blocks):
+        return c
+    out = {**c, "hybrid_override_pattern": "".join(_BLOCKS[str(b)] for b in blocks)}
+    out.setdefault("num_hidden_layers", len(blocks))
+    mtp = c.get("mtp_layers_block_type")
+    if isinstance(mtp, list) and all(str(b) in _BLOCKS for b in mtp):
+        out.setdefault("mtp_hybrid_override_pattern", "".join(_BLOCKS[str(b)] for b in mtp))
     return out
 
 
@@ -144,7 +164,8 @@ def _is_moe_layer(c: dict[str, Any], i: int) -> bool:
     only_dense = c.get("mlp_only_layers")
     if isinstance(only_dense, list) and i in only_dense:
         return False
-    step = num(c, "decoder_sparse_step") or 1
+    # Qwen MoE: decoder_sparse_step; Llama 4 Maverick: interleave_moe_layer_step (every 2nd layer is MoE)
+    step = num(c, "decoder_sparse_step", "interleave_moe_layer_step") or 1
     return i >= num(c, "first_k_dense_replace") and (i + 1) % step == 0
 
 
@@ -152,12 +173,21 @@ def _mlp(c: dict[str, Any], at: str, i: int) -> Iterator[Part]:
     hidden = num(c, "hidden_size", "d_model")
     m = f"{at}.mlp"
     if not _is_moe_layer(c, i):
-        inter = num(c, "intermediate_size", "ffn_dim")
+        # Llama 4's dense layers between MoE ones are wider than its experts: intermediate_size_mlp
+        inter = num(c, "intermediate_size_mlp", "intermediate_size", "ffn_dim")
         for proj in ("gate_proj", "up_proj", "down_proj"):
             yield f"{m}.{proj}", hidden * inter
         return
     experts = num(c, "n_routed_experts", "num_experts", "num_local_experts")
     inter = num(c, "moe_intermediate_size", "intermediate_size")
+    if c.get("enable_moe_block"):
+        # Gemma 4 MoE: every layer keeps its dense MLP and adds experts and a router beside it, named
+        # layers.N.experts and layers.N.router (the checkpoint's own names, which its quantizers exclude by)
+        for proj in ("gate_proj", "up_proj", "down_proj"):
+            yield f"{m}.{proj}", hidden * num(c, "intermediate_size")
+        yield f"{at}.experts", experts * 3 * hidden * inter
+        yield f"{at}.router", hidden * experts
+        return
     yield f"{m}.experts", experts * 3 * hidden * inter
     # the router: gpt-oss names it mlp.router, the others mlp.gate
     yield (f"{m}.router" if str(c.get("model_type", "")) == "gpt_oss" else f"{m}.gate"), hidden * experts

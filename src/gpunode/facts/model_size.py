@@ -28,9 +28,9 @@ _ALIASES = (("mxfp4", "mxfp4"), ("nvfp4", "nvfp4"), ("fp4", "nvfp4"), ("fp8", "f
             ("int8", "int8"), ("awq", "int4"), ("gptq", "int4"), ("int4", "int4"), ("w4a", "int4"),
             ("bf16", "bfloat16"), ("bfloat16", "bfloat16"), ("fp16", "float16"), ("float16", "float16"),
             ("float32", "float32"))
-_WRAPPERS = ("model.language_model.", "language_model.model.", "language_model.", "model.")
+_WRAPPERS = ("model.language_model.", "language_model.model.", "language_model.", "model.", "backbone.")
 # parts no quantizer touches unless a per-module table names them
-_KEPT = re.compile(r"(^embed_tokens$|^visual$|\.conv1d$|\.mlp\.gate$|\.mlp\.router$|\.in_proj_[ab]$|\.in_proj_ba$"
+_KEPT = re.compile(r"(^embed_tokens$|^visual$|\.conv1d$|\.mlp\.gate$|\.router$|\.in_proj_[ab]$|\.in_proj_ba$"
                    r"|\.eh_proj$|^mtp\.fc$|^lm_head$)")
 
 
@@ -72,10 +72,12 @@ def _rate(fmt: str) -> float:
     return BYTES.get(fmt) or _RATES[fmt]
 
 
-def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tuple[dict[str, str], str | None]:
-    """({bare module name: format}, the format of every other linear layer or None) from a per-module
-    list (ModelOpt MIXED_PRECISION) or compressed-tensors groups, whose targets are module names or a
-    class ("Linear": every linear layer the ignore list does not name)."""
+def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) \
+        -> tuple[dict[str, str], str | None, list[tuple[str, str]]]:
+    """({bare module name: format}, the format of every other linear layer or None, [(regex target, format)])
+    from a per-module list (ModelOpt MIXED_PRECISION) or compressed-tensors groups, whose targets are
+    module names, "re:" patterns (e.g. only the routed experts) or a class ("Linear": every linear layer
+    the ignore list does not name)."""
     q = text_config(config).get("quantization_config")
     layers = ((hf_quant or {}).get("quantization") or {}).get("quantized_layers") \
         or (q.get("quantized_layers") if isinstance(q, dict) else None)
@@ -85,9 +87,10 @@ def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tuple[dic
             fmt = format_of(spec.get("quant_algo")) if isinstance(spec, dict) else None
             if fmt:
                 out[_bare(str(module))] = fmt
-        return out, None
+        return out, None, []
     groups = q.get("config_groups") if isinstance(q, dict) else None
     every: str | None = None
+    patterns: list[tuple[str, str]] = []
     for group in (groups or {}).values():
         if not isinstance(group, dict):
             continue
@@ -95,9 +98,31 @@ def _table(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tuple[dic
         for target in group.get("targets") or []:
             if fmt and str(target) == "Linear":
                 every = fmt
-            elif fmt and "." in str(target):   # other class names and regexes are not module names
+            elif fmt and str(target).startswith("re:"):
+                patterns.append((str(target), fmt))
+            elif fmt and "." in str(target):   # other class names are not module names
                 out[_bare(str(target))] = fmt
-    return out, every
+    return out, every, patterns
+
+
+def _bits_format(config: dict[str, Any]) -> str | None:
+    """GPTQ / AWQ: bits and group size from quantization_config ("bits" / "w_bit", "group_size" /
+    "q_group_size"); each group carries a 16-bit scale and a zero point, counted as 4 bytes a group: what
+    GPTQ checkpoints of LLaMA-30B weigh on disk at 3 and 4 bits, groups of 32 and 128
+    (tests/unit/test_model_size_checkpoints.py)."""
+    q = text_config(config).get("quantization_config")
+    if not isinstance(q, dict) or str(q.get("quant_method", "")).lower() not in _BITS_METHODS:
+        return None
+    bits, group = q.get("bits", q.get("w_bit")), q.get("group_size", q.get("q_group_size"))
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
+        return None
+    group = group if isinstance(group, int) and not isinstance(group, bool) and group > 0 else 0
+    fmt = f"int{bits}/{group or 'channel'}"
+    _RATES[fmt] = bits / 8 + (4 / group if group else 0)
+    return fmt
+
+
+_BITS_METHODS = ("gptq", "awq", "gptq_marlin", "awq_marlin", "marlin")
 
 
 def _excluded(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> list[str]:
@@ -140,15 +165,16 @@ def estimate(config: dict[str, Any], index: dict[str, Any] | None, quantization:
     if not found:
         return 0, "unknown size: config.json lacks the shapes to count parameters"
     base = format_of(dtype) or "bfloat16"
-    table, every = _table(config, hf_quant)
-    quant = every or (format_of(quantization) if quantization else None)
+    table, every, patterns = _table(config, hf_quant)
+    quant = every or _bits_format(config) or (format_of(quantization) if quantization else None)
     excluded = _excluded(config, hf_quant)
     by_format: dict[str, int] = {}
     for name, n in found:
+        targeted = next((f for p, f in patterns if _matches(name, [p])), None)
         if table:
-            fmt = table.get(name, base)
-        elif quant and not _KEPT.search(name) and not _matches(name, excluded):
-            fmt = quant
+            fmt = table.get(name) or targeted or base
+        elif (targeted or quant) and not _KEPT.search(name) and not _matches(name, excluded):
+            fmt = targeted or quant or base
         else:
             fmt = base
         by_format[fmt] = by_format.get(fmt, 0) + n
@@ -157,8 +183,8 @@ def estimate(config: dict[str, Any], index: dict[str, Any] | None, quantization:
     split = ", ".join(f"{n / 1e9:.1f}B {fmt} x {_rate(fmt):g}"
                       for fmt, n in sorted(by_format.items(), key=lambda kv: -kv[1]))
     unknown = f"; quantization {quantization!r} not known, counted as {base}" \
-        if quantization and not quant and not table else ""
-    named = _named_by(config, hf_quant) if quant or table else ""
+        if quantization and not quant and not table and not patterns else ""
+    named = _named_by(config, hf_quant) if quant or table or patterns else ""
     return size, f"estimated from config.json: {total_params / 1e9:.1f}B parameters ({split} bytes){named}{unknown}"
 
 
