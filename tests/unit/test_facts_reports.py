@@ -38,10 +38,11 @@ CASES = [
 
 def test_every_recorded_report_has_a_case():
     from tests.unit.test_facts_mig import MIG_FILES  # MIG reports, read and planned there
+    from tests.unit.test_gpu_reports_issue38 import NAMES as NAMES38  # issue 38's reports, resolved there
     from tests.unit.test_gpu_reports_unseen import NAMES  # issue 28's reports, resolved there
 
     refused = {"q-memory-rtx2080-cut.txt", "q-memory-tail5.txt"}
-    listed = {c[0] for c in CASES} | refused | NAMES | MIG_FILES
+    listed = {c[0] for c in CASES} | refused | NAMES | MIG_FILES | NAMES38
     assert {p.name for p in DATA.iterdir() if p.name != "README.md"} == listed
 
 

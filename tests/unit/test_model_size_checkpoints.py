@@ -118,4 +118,5 @@ def test_the_index_total_size_wins_over_the_estimate_for_an_unknown_family():
     assert not bare.size_bytes and bare.size_source.startswith("unknown size")
     index = json.dumps({"metadata": {"total_size": 284_000_000_000}, "weight_map": {"a": "model-1.safetensors"}})
     sized = parse_model("/m/dsv4", f"{len(text)} ./config.json", text, index, None, None)
-    assert sized.size_bytes == 284_000_000_000 and sized.size_source == "model.safetensors.index.json metadata.total_size"
+    assert sized.size_bytes == 284_000_000_000
+    assert sized.size_source == "model.safetensors.index.json metadata.total_size"

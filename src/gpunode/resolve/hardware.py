@@ -13,6 +13,8 @@ from gpunode.resolve.kb import KB, Arch
 from gpunode.resolve.products import Product
 from gpunode.resolve.trail import Trail
 
+MEMORY_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv"
+
 
 @dataclass(frozen=True)
 class GpuSet:
@@ -58,11 +60,15 @@ def select(facts: Facts, choices: Choices, kb: KB, trail: Trail) -> GpuSet | Non
     for gpu in gpus:
         cc, fact = cc_of(gpu, kb)
         if cc is None:
+            cut = gpu.name.endswith("...")
             raise ResolveError(
                 f"GPU {gpu.index} ({gpu.name}) is unknown: nvidia-smi gave no compute capability and no product "
-                f"pattern in gpus.yml matches its name", target=facts.target, evidence=fact,
-                hint="add the GPU's compute capability and name pattern to gpunode/compat/gpus.yml, "
-                     "or leave it out with the gpus variable")
+                f"pattern in gpus.yml matches its name" + (" (the table cut it short)" if cut else ""),
+                target=facts.target, evidence=fact,
+                hint=(f"give `nvidia-smi -q` or `{MEMORY_QUERY}` from the node instead: they print the whole name "
+                      "(and the query the compute capability)") if cut else
+                "add the GPU's compute capability and name pattern to gpunode/compat/gpus.yml, "
+                "or leave it out with the gpus variable")
         found.setdefault(cc, []).append((gpu, fact))
     if len(found) > 1:
         listing = "; ".join(f"CC {cc}: GPUs {[g.index for g, _ in rows]}" for cc, rows in sorted(found.items()))

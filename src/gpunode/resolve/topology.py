@@ -12,7 +12,7 @@ from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
 from gpunode.resolve import mig
 from gpunode.resolve.choices import Choices
-from gpunode.resolve.hardware import GpuSet
+from gpunode.resolve.hardware import MEMORY_QUERY, GpuSet
 from gpunode.resolve.kb import KB
 from gpunode.resolve.models import ModelRule
 from gpunode.resolve.plan import Topology
@@ -172,9 +172,6 @@ class Nodes:
     head: str              # the address every node reaches the head by
     port: int              # --dist-init-addr's port: torch.distributed's TCP store on the head
     pipeline: bool = False
-
-
-MEMORY_QUERY = "nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv"
 
 
 NO_SIZE_HINT = ("point model_source at the model's folder (its config.json and model.safetensors.index.json give "
