@@ -2,7 +2,7 @@
 group size, compressed-tensors groups by regex target, Nemotron-H as transformers v5 writes it
 (layers_block_type) and under its own "backbone." prefix, Gemma 4's dense MLP beside its experts, Llama 4
 Maverick's MoE on every second layer, and the index's total_size over any estimate. The configs are the
-recorded ones in tests/data/models (each SOURCE says where it came from)."""
+recorded ones in tests/data/models and models-issue38 (each SOURCE says where it came from)."""
 
 from __future__ import annotations
 
@@ -15,14 +15,19 @@ from gpunode.facts.model import parse_model, quantization
 from tests.unit.resolve_facts import DATA
 
 MODELS = DATA / "models"
+ISSUE38 = DATA / "models-issue38"
+
+
+def folder(name: str):
+    return MODELS / name if (MODELS / name).exists() else ISSUE38 / name
 
 
 def config(name: str) -> dict:
-    return json.loads((MODELS / name / "config.json").read_text())
+    return json.loads((folder(name) / "config.json").read_text())
 
 
 def hf_quant(name: str) -> dict | None:
-    path = MODELS / name / "hf_quant_config.json"
+    path = folder(name) / "hf_quant_config.json"
     return json.loads(path.read_text()) if path.exists() else None
 
 
@@ -113,7 +118,7 @@ def test_glm4_moe_is_plannable_from_its_config():
 
 
 def test_the_index_total_size_wins_over_the_estimate_for_an_unknown_family():
-    text = (MODELS / "deepseek-v4-flash" / "config.json").read_text()
+    text = (folder("deepseek-v4-flash") / "config.json").read_text()
     bare = parse_model("/m/dsv4", f"{len(text)} ./config.json", text, None, None, None)
     assert not bare.size_bytes and bare.size_source.startswith("unknown size")
     index = json.dumps({"metadata": {"total_size": 284_000_000_000}, "weight_map": {"a": "model-1.safetensors"}})
