@@ -95,6 +95,9 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     with Session() as session:
         try:
             if pipeline.multinode(targets):
+                from gpunode.fleet import prechecks
+
+                prechecks.multinode(targets, inv)  # before any node is contacted
                 if only or facts:
                     raise Exit("--only and --facts do not apply to a multinode group: its plan needs every "
                                "node's live facts together (docs/multinode.md)", code=2)

@@ -14,6 +14,8 @@ Everything here is pure: targets, plans and facts in, RolePlans out.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,13 +58,27 @@ def address_of(target: Any) -> str:
     """Where other targets reach this one: fleet_address, else a plain SSH host's address."""
     given = str(target.vars.get("fleet_address") or "")
     if given:
-        return given
+        return _plain_address(target, given)
     if target.container is None:
         return str(target.host.address)
     raise InventoryError(f"{target.name} is in a fleet but has no fleet_address: a container's address is not in "
                          "the inventory", target=target.name,
                          hint=f"set fleet_address: <the address other nodes reach {target.name} at> on it "
                          f"({target.origins.get('fleet_router', 'the inventory')})")
+
+
+def _plain_address(target: Any, given: str) -> str:
+    """An IP address or a host name: a port, a scheme or a path would be pasted into every worker URL."""
+    try:
+        return str(ipaddress.ip_address(given.strip("[]")))
+    except ValueError:
+        pass
+    if not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252})", given):
+        raise InventoryError(f"{target.name}: fleet_address {given[:80]!r} is not an address or a host name "
+                             "(a port, scheme or path does not belong in it)", target=target.name,
+                             hint="give the address alone, e.g. fleet_address: 10.0.0.5; the ports are the "
+                             "servers' own")
+    return given
 
 
 def workers(member: Target, plan: Plan) -> list[Worker]:

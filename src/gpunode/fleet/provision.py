@@ -37,7 +37,10 @@ def router_target(every: list[Any], fleet: endpoint.Fleet, member: Any) -> Any:
 
 def check_members(targets: Sequence[Any], every: list[Any]) -> None:
     """Refuse a fleet the router could not reach, before any target changes."""
+    from gpunode.fleet import prechecks
+
     fleets = endpoint.fleets(every)
+    prechecks.fleet(targets, every)
     for t in targets:
         name = str(t.vars.get("fleet_router") or "")
         if name and not t.vars.get("fleet_router_only"):
