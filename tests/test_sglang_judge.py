@@ -12,7 +12,14 @@ What cannot run without a GPU, and so is not judged here: the checks that need t
 (kernel loading, memory profiling, CUDA graph capture) and anything after ServerArgs
 (model loading). child.py says which device queries and kernel packages stand in.
 
-Slow and needs PyPI the first time: marked `slow`; without PyPI it skips, and fails under CI=true.
+The verdicts are derived data (gpunode/judge/record.py): each pin set's are recorded in
+compat/derived/verdicts/<pinset>.json by the judge itself (`inv kb.verdicts`, or
+GPUNODE_JUDGE_RECORD=1 on this file). A run judges only the plans whose digest the record lacks, or
+every plan of a pin set whose lock packages or judge code changed since (a recorded verdict the
+judge now answers differently then fails as stale); a record that does not match its seal fails.
+With every plan recorded, no judge environment is built.
+
+Slow and needs PyPI when it judges: marked `slow`; without PyPI it skips, and fails under CI=true.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import pytest
 from gpunode.errors import ResolveError
 from gpunode.facts.model import parse_model
 from gpunode.facts.types import Driver, Facts, Install
-from gpunode.judge import Case, Gpu, Verdict, derive, judge
+from gpunode.judge import Case, Gpu, Verdict, derive, judge, record
 from gpunode.judge.env import JudgeEnv, JudgeError, build, lock_file
 from gpunode.pinlocks import ROOT as LOCKS
 from gpunode.resolve import resolve
@@ -45,16 +52,58 @@ OPEN: dict[tuple[str, str], str] = {}
 DRIVER = Driver("580.95.05", "13.0")
 
 
-def env_of(pinset: str) -> JudgeEnv:
+# GPUNODE_JUDGE_RECORD=1 (what `inv kb.verdicts` sets): judge every plan and write the records
+RECORD = os.environ.get("GPUNODE_JUDGE_RECORD") == "1"
+REJECTS_PINSET = "cu13-b"
+_recorded: set[str] = set()     # pin sets whose record this session started afresh
+
+
+def env_pinset(pinset: str) -> str:
+    """A pin set without a lock for this Python is judged with the lock of a pin set of the same sglang."""
     p = KB.pinset(pinset)
-    # a pin set without a lock for this Python is judged with the lock of a pin set of the same sglang
     same = [q.id for q in SGLANG if q.version == p.version and lock_file(LOCKS, q.id).exists()]
+    return same[0] if same else pinset
+
+
+def env_of(pinset: str) -> JudgeEnv:
     try:
-        return build(same[0] if same else pinset, LOCKS, log=lambda m: print(m, flush=True))
+        return build(env_pinset(pinset), LOCKS, log=lambda m: print(m, flush=True))
     except JudgeError as e:
         if os.environ.get("CI") == "true":
             pytest.fail(f"{e} (CI=true: the judge must be buildable here)")
         pytest.skip(str(e))
+
+
+def judged(pinset: str, cases: list[Case], capsys, prune: bool = True) -> list[Verdict]:
+    """One verdict per case: from the pin set's record where it holds today's verdict, else the judge's.
+    Recording, the first test of a pin set (`prune`) starts its record afresh: plans no longer made go."""
+    lock = lock_file(LOCKS, env_pinset(pinset))
+    if not lock.exists():
+        env_of(pinset)          # skips (fails under CI) with what is missing
+    try:
+        got = record.lookup(pinset, lock, cases)
+    except ValueError as e:
+        pytest.fail(str(e))
+    todo = cases if RECORD else got.missing
+    fresh = judge(env_of(pinset), todo) if todo else []
+    with capsys.disabled():
+        print(f"\n[sglang-judge] {pinset}: {len(cases) - len(todo)} verdicts from {record.path(pinset).name}, "
+              f"{len(todo)} judged" + ("" if got.current or RECORD else " (the record is not current: its lock "
+                                        "packages or the judge's code changed)"))
+    if RECORD:
+        record.write(record.update(got, cases, fresh, lock, start=prune and pinset not in _recorded))
+        if prune:
+            _recorded.add(pinset)
+    else:
+        stale = [] if got.current else record.stale(got, todo, fresh)
+        assert not stale, f"{record.path(pinset).name} holds verdicts the judge no longer gives (re-record: " \
+            f"`{record.RECORD_COMMAND} --pinset {pinset}`):\n  " + "\n  ".join(stale[:15])
+        if todo:
+            with capsys.disabled():
+                print(f"[sglang-judge] {pinset}: {len(todo)} verdicts not recorded; "
+                      f"`{record.RECORD_COMMAND} --pinset {pinset}` records them")
+    by_id = {**got.found, **{v.id: v for v in fresh}}
+    return [by_id[c.id] for c in cases]
 
 
 def gpu_shapes() -> dict[str, tuple]:
@@ -130,13 +179,12 @@ def report(v: Verdict, how: str) -> str:
 @pytest.mark.parametrize("pinset", [p.id for p in SGLANG])
 def test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own(pinset: str, capsys):
     """One judge run per pin set: every plan, and the cases `inv kb.refresh` derives its data from."""
-    env = env_of(pinset)
     cases, how, refused = cases_for(pinset)
     assert cases, "the resolver made no plan for this pin set: the test checked nothing"
     p = KB.pinset(pinset)
     refs = derive.references(DATA / "models")
     derived = derive.derive_cases(refs, derive.reference_gpus(p.torch_cuda or "13.0"), derive.kb_choices(KB, p))
-    verdicts = judge(env, cases + derived)
+    verdicts = judged(pinset, cases + derived, capsys)
     plans, rederived = verdicts[:len(cases)], derive.collect(derived, verdicts[len(cases):])
     broken = [v for v in verdicts if v.accepted is None]
     known = {m for (pid, m) in OPEN if pid == pinset}
@@ -156,17 +204,17 @@ def test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own(pinset: s
         "\n  ".join(drift[:15])
 
 
-def test_the_judge_rejects_what_sglang_rejects():
+def test_the_judge_rejects_what_sglang_rejects(capsys):
     """The plan of the field notes' model before the fix: no_buffer with the overlap schedule on.
     sglang 0.5.17 asserts against it (as a lent H100 showed); 0.5.12.post1 turned overlap off itself."""
-    env = env_of("cu13-b")
     folder = models()["qwen3.6-27b-nvfp4"]
     h100 = Gpu("9.0", "NVIDIA H100 80GB HBM3", 81559, 1, "13.0")
     bad = ("--model-path", "x", "--mamba-radix-cache-strategy", "no_buffer")
     good = (*bad, "--disable-overlap-schedule")
     plain = replace(Case("no_buffer", bad, str(folder), h100))
-    v_bad, v_good, v_flag = judge(env, [plain, Case("with-flag", good, str(folder), h100),
-                                        Case("no-such-flag", ("--no-such-flag",), str(folder), h100)])
+    v_bad, v_good, v_flag = judged(REJECTS_PINSET, [plain, Case("with-flag", good, str(folder), h100),
+                                                    Case("no-such-flag", ("--no-such-flag",), str(folder), h100)],
+                                   capsys, prune=False)
     assert v_bad.accepted is False and "no_buffer do not support overlap schedule" in v_bad.error, v_bad
     assert v_good.accepted is True, v_good
     assert v_good.resolved["disable_overlap_schedule"] is True
@@ -180,7 +228,6 @@ def test_sglang_accepts_every_nodes_multi_node_command_line(pinset: str, capsys)
     from gpunode.resolve.multinode import resolve_group
     from tests.test_wheel_flags import multinode_groups
 
-    env = env_of(pinset)
     p = KB.pinset(pinset)
     cases, refused = [], []
     for name, members, variables in multinode_groups():
@@ -196,7 +243,7 @@ def test_sglang_accepts_every_nodes_multi_node_command_line(pinset: str, capsys)
             gpu = Gpu(g.compute_cap, g.name, g.memory_mib or 81559, len(s.gpus), p.torch_cuda or "13.0")
             cases.append(Case(f"{pinset}/{name}/{plan.target}", s.args, str(folder), gpu))
     assert cases, f"no multi-node plan resolved for {pinset}: {refused}"
-    verdicts = judge(env, cases)
+    verdicts = judged(pinset, cases, capsys)
     bad = [f"{v.id}: {v.error} [{v.where}]" for v in verdicts if v.accepted is not True]
     with capsys.disabled():
         print(f"\n[sglang-judge] {pinset}: {len(cases)} node command lines judged, {len(bad)} rejected; "

@@ -5,6 +5,8 @@ for a new sglang release, and what each pin set's own sglang picks (gpunode/judg
     inv kb.refresh --propose           # also: compat/proposed/<id>.yml and its locks, for the newest new sglang
     inv kb.refresh --propose --release 0.5.22 --no-derive   # a proposal for that release only
     inv kb.refresh --pinset cu13-b --check   # print what would change, write nothing
+    inv kb.verdicts                    # only re-judge every plan and re-record the verdicts (compat/derived/verdicts/)
+    inv kb.verdicts --pinset cu13-b    # one pin set's
 
 Run from a checkout: the reference model configs are tests/data/models. The first run builds the
 judge environments (several GB, from PyPI); later runs reuse them.
@@ -12,7 +14,9 @@ judge environments (several GB, from PyPI); later runs reuse them.
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,6 +59,43 @@ def refresh(c, pinset=None, check=False, models=None, propose=False, release=Non
         _releases(kb, propose=propose, release=release, lock=lock)
     if derive:
         _derive(kb, pinset, check, models)
+        if not check:
+            _record(sglang if not pinset else list(pinset))
+
+
+VERDICTS_HELP = {"pinset": "only this SGLang pin set (id from gpunode/compat/pinsets.yml); repeatable"}
+JUDGE_TEST = Path(__file__).resolve().parents[3] / "tests" / "test_sglang_judge.py"
+
+
+@task(help=VERDICTS_HELP, iterable=["pinset"])
+def verdicts(c, pinset=None):
+    """Re-judge every plan of each SGLang pin set and record the verdicts (compat/derived/verdicts/<pinset>.json)."""
+    from gpunode.resolve import load_kb
+
+    sglang = [p.id for p in load_kb().pinsets if p.engine == "sglang"]
+    for pid in pinset or ():
+        if pid not in sglang:
+            raise InventoryError(f"unknown SGLang pin set {pid!r}", hint=f"SGLang pin sets: {', '.join(sglang)}")
+    _record(list(pinset) if pinset else sglang)
+
+
+def _record(pinsets: list[str]) -> None:
+    """The judge's test, in record mode, over these pin sets: its cases are the plans the test judges."""
+    if not JUDGE_TEST.exists():
+        raise InventoryError(f"no {JUDGE_TEST.name} at {JUDGE_TEST.parent}",
+                             hint="run from a gpunode checkout: the plans judged are the test's")
+    test = str(JUDGE_TEST)
+    ids = [f"{test}::{name}[{pid}]" for pid in pinsets
+           for name in ("test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own",
+                        "test_sglang_accepts_every_nodes_multi_node_command_line")]
+    ids.append(f"{test}::test_the_judge_rejects_what_sglang_rejects")   # cu13-b's; re-recorded with the others
+    say(f"kb.verdicts: judging every plan of {', '.join(pinsets)} (GPUNODE_JUDGE_RECORD=1 {JUDGE_TEST.name})")
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ids],
+                          cwd=JUDGE_TEST.parents[1], env={**os.environ, "GPUNODE_JUDGE_RECORD": "1"})
+    if proc.returncode != 0:
+        raise CommandError(f"the judge's test ended with {proc.returncode}: the records of the pin sets it reached "
+                           "are written, see its failures above", target="localhost",
+                           hint="a plan SGLang rejects is the resolver's to fix; the record says what SGLang said")
 
 
 def _releases(kb, *, propose, release, lock):
@@ -147,3 +188,4 @@ def _derive(kb, pinset, check, models):
 
 ns = Collection("kb")
 ns.add_task(refresh)
+ns.add_task(verdicts)

@@ -1,0 +1,107 @@
+"""The judge's recorded verdicts (gpunode/judge/record.py): what a record answers, and when it refuses.
+
+Built from a real model config (tests/data/models) and a small pylock; no judge environment here
+(tests/test_sglang_judge.py runs the judge, and writes the shipped records with `inv kb.verdicts`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpunode.judge import Case, Gpu, Verdict, record
+
+MODELS = Path(__file__).resolve().parents[1] / "data" / "models"
+H100 = Gpu("9.0", "NVIDIA H100 80GB HBM3", 81559, 1, "13.0")
+
+
+def lock(tmp: Path, sglang: str = "0.5.17") -> Path:
+    p = tmp / f"pylock-{sglang}.toml"
+    p.write_text(f'lock-version = "1.0"\n[[packages]]\nname = "sglang"\nversion = "{sglang}"\n'
+                 '[[packages]]\nname = "transformers"\nversion = "5.6.0"\n'
+                 '[[packages]]\nname = "sglang-kernel"\nversion = "0.4.5"\n')
+    return p
+
+
+def cases(model: Path) -> list[Case]:
+    return [Case("default", ("--model-path", "x"), str(model), H100),
+            Case("no_buffer", ("--model-path", "x", "--mamba-radix-cache-strategy", "no_buffer"), str(model), H100)]
+
+
+def verdicts(model: Path) -> list[Verdict]:
+    return [Verdict("default", True, resolved={"attention_backend": "fa3", "tp_size": 1}),
+            Verdict("no_buffer", False, f"AssertionError: no_buffer in {model} do not support overlap schedule",
+                    "srt/server_args.py:1 (_handle_mamba)")]
+
+
+@pytest.fixture
+def model(tmp_path: Path) -> Path:
+    folder = tmp_path / "checkout-a" / "qwen3.6-27b-nvfp4"
+    shutil.copytree(MODELS / "qwen3.6-27b-nvfp4", folder)
+    return folder
+
+
+def recorded(tmp_path: Path, model: Path) -> Path:
+    got = record.lookup("cu13-b", lock(tmp_path), cases(model), tmp_path / "rec")
+    assert not got.current and len(got.missing) == 2, "an absent record answers nothing"
+    return record.write(record.update(got, cases(model), verdicts(model), lock(tmp_path)), tmp_path / "rec")
+
+
+def test_a_written_record_answers_every_case_with_the_judges_verdict_in_another_checkout(tmp_path, model):
+    recorded(tmp_path, model)
+    elsewhere = tmp_path / "checkout-b" / model.name           # same config, another place
+    shutil.copytree(model, elsewhere)
+    got = record.lookup("cu13-b", lock(tmp_path), cases(elsewhere), tmp_path / "rec")
+    assert got.current and not got.missing
+    assert got.found["default"].accepted is True and got.found["default"].resolved == {"attention_backend": "fa3"}
+    bad = got.found["no_buffer"]
+    assert bad.accepted is False and bad.where == "srt/server_args.py:1 (_handle_mamba)"
+    assert f"no_buffer in {elsewhere} do not" in bad.error, "the model's place is this checkout's"
+
+
+def test_a_changed_model_config_or_gpu_is_a_plan_the_record_does_not_hold(tmp_path, model):
+    recorded(tmp_path, model)
+    config = model / "config.json"
+    config.write_text(config.read_text().replace('"num_hidden_layers"', '"num_hidden_layers" ', 1))
+    assert len(record.lookup("cu13-b", lock(tmp_path), cases(model), tmp_path / "rec").missing) == 2
+    other = [Case(c.id, c.args, c.model_dir, Gpu("10.0", "NVIDIA B200", 183359, 1, "13.0")) for c in cases(model)]
+    assert len(record.lookup("cu13-b", lock(tmp_path), other, tmp_path / "rec").missing) == 2
+
+
+def test_a_record_edited_by_hand_is_refused(tmp_path, model):
+    path = recorded(tmp_path, model)
+    data = json.loads(path.read_text())
+    for v in data["verdicts"].values():
+        if v["accepted"] is False:
+            v.update(accepted=True, resolved={})
+            v.pop("error"), v.pop("where")
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"cu13-b\.json does not match its seal.*inv kb.verdicts --pinset cu13-b"):
+        record.lookup("cu13-b", lock(tmp_path), cases(model), tmp_path / "rec")
+    data.pop("seal")
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="not written by the judge"):
+        record.lookup("cu13-b", lock(tmp_path), cases(model), tmp_path / "rec")
+
+
+def test_a_changed_lock_rejudges_every_plan_and_a_verdict_the_judge_no_longer_gives_is_stale(tmp_path, model):
+    recorded(tmp_path, model)
+    newer = lock(tmp_path, "0.5.18")
+    got = record.lookup("cu13-b", newer, cases(model), tmp_path / "rec")
+    assert not got.current and len(got.missing) == 2 and not got.found
+    same, changed = verdicts(model)[0], Verdict("no_buffer", True, resolved={"disable_overlap_schedule": True})
+    assert record.stale(got, cases(model), [same, verdicts(model)[1]]) == []
+    lines = record.stale(got, cases(model), [same, changed])
+    assert len(lines) == 1 and lines[0].startswith("no_buffer: recorded {'accepted': False")
+
+
+def test_the_shipped_records_are_sealed_by_the_judge():
+    shipped = sorted(record.FOLDER.glob("*.json"))
+    assert shipped, f"no recorded verdicts under {record.FOLDER}: `{record.RECORD_COMMAND}` writes them"
+    for path in shipped:
+        rec = record.load(path.stem)
+        assert rec.pinset == path.stem and rec.verdicts
+        assert rec.seal == rec.sealed(), f"{path.name} was not written by the judge"
