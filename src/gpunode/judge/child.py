@@ -45,6 +45,10 @@ assert _NODE is not None and _NODE.loader is not None
 nodecheck = importlib.util.module_from_spec(_NODE)
 _NODE.loader.exec_module(nodecheck)
 RESOLVED = nodecheck.RESOLVED
+# A folder: each process writes there which files of the pin set's packages it imported and which
+# distributions' metadata it read (bench/judge_imports.py: what the argument checks need installed).
+IMPORTS = os.environ.get("GPUNODE_JUDGE_IMPORTS", "")
+_METADATA: set[str] = set()
 
 class _Anything(types.ModuleType):
     """A stand-in module: any attribute is a harmless callable, submodules import."""
@@ -202,8 +206,34 @@ def _run_group(cases: list[dict]) -> None:
         _emit(_judge(prepare_server_args, case))
 
 
+def _watch_metadata() -> None:
+    """Every importlib.metadata lookup by name (version(), metadata(), requires(), ...) goes through
+    Distribution.from_name: a package read that way must be installed though nothing imports it."""
+    import importlib.metadata as md
+
+    real = md.Distribution.from_name.__func__     # type: ignore[attr-defined]
+
+    def from_name(cls, name):
+        _METADATA.add(name)
+        return real(cls, name)
+
+    md.Distribution.from_name = classmethod(from_name)  # type: ignore[method-assign,assignment]
+
+
+def _write_imports() -> None:
+    if not IMPORTS:
+        return
+    site = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    files = sorted({getattr(m, "__file__", None) or "" for m in list(sys.modules.values())} - {""})
+    with open(os.path.join(IMPORTS, f"{os.getpid()}.json"), "w") as f:
+        json.dump({"site": site, "files": [x for x in files if site and x.startswith(site + os.sep)],
+                   "metadata": sorted(_METADATA)}, f)
+
+
 def main() -> int:
     sys.meta_path.insert(0, _StandIns())
+    if IMPORTS:
+        _watch_metadata()
     cases = [json.loads(line) for line in sys.stdin if line.strip()]
     # One process per compute capability: sglang reads the capability at import time in places,
     # while the name, memory and count are read when the arguments are checked.
@@ -234,6 +264,7 @@ def main() -> int:
                 traceback.print_exc()
                 code = 1
             finally:
+                _write_imports()
                 os._exit(code)
         running[pid] = key
     while running:
