@@ -91,6 +91,10 @@ def judged(pinset: str, cases: list[Case], capsys, prune: bool = True) -> list[V
               f"{len(todo)} judged" + ("" if got.current or RECORD else " (the record is not current: its lock "
                                         "packages or the judge's code changed)"))
     if RECORD:
+        changed = record.stale(got, todo, fresh)
+        with capsys.disabled():
+            print(f"[sglang-judge] {pinset}: {len(changed)} recorded verdicts changed" +
+                  "".join(f"\n  {line}" for line in changed[:30]))
         record.write(record.update(got, cases, fresh, lock, start=prune and pinset not in _recorded))
         if prune:
             _recorded.add(pinset)
