@@ -3,6 +3,7 @@
 - `lab`: the lab's status; skips when it is down, or FAILS when CI=true (CI brings it up).
 - `host_transport`: one SshTransport to the lab's sshd (known_hosts + key), for the session.
 - `ct`: PctTransport into container 200 through that SSH connection.
+- `fleet`: one fresh container provisioned once for the session (tests/lab/shared_fleet.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from gpunode.transport import PctTransport, SshSettings, SshTransport
 from gpunode_lab import paths
+from tests.lab.shared_fleet import fleet  # noqa: F401  (the session's one provisioned fleet)
 
 
 def lab_settings(**overrides) -> SshSettings:

@@ -125,7 +125,7 @@ def servers():
 @pytest.fixture
 def systemd(tmp_path, monkeypatch):
     """This build machine has no systemd (PID 1 is not systemd); a systemctl that says what the
-    units' state is (tests/lab/test_progress_lab.py runs the same wait against real units)."""
+    units' state is (tests/lab/test_fleet_1_progress_lab.py runs the same wait against real units)."""
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     failed = tmp_path / "failed"

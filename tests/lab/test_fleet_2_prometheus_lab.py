@@ -1,8 +1,9 @@
 """A real Prometheus reads `inv prometheus-targets`' file and scrapes what gpunode provisioned
 (docs/prometheus.md, issue 30).
 
-A fresh cpu-profile container is provisioned (two vLLM-CPU servers and the router, all on
-loopback, as README's first command does for 200). The servers listen on the container's
+The shared fleet's fresh cpu-profile container (tests/lab/shared_fleet.py), provisioned with
+gpunode.yaml's prometheus_targets set (two vLLM-CPU servers and the router, all on loopback, as
+README's first command does for 200). The servers listen on the container's
 loopback and the lab host is on no network of the container's, so Prometheus runs where a
 Prometheus on the node runs: the host's `prometheus` binary (Debian 12's package) in the
 container's network namespace (`nsenter --net`), with docs/prometheus.md's configuration as
@@ -26,24 +27,20 @@ from urllib.parse import quote
 import pytest
 
 from gpunode_lab import containers
-from tests.lab.provision_helpers import (
-    INV,
-    REPO,
-    FreshContainer,
-    container_fixture,
-    cpu_inventory_fixture,
-    poll,
-    provision_ok,
-)
+from tests.lab.provision_helpers import INV, REPO, FreshContainer, poll
+from tests.lab.shared_fleet import TARGET, VMID
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-VMID = 247  # made and removed by this module
-MEMORY_MB = 6144  # two vLLM-CPU slots (~2 GB each) and the router
-TARGET = f"lab/{VMID}"
 
-box = container_fixture(VMID, MEMORY_MB, "lab-prometheus")
-inventory = cpu_inventory_fixture(VMID)
+@pytest.fixture(scope="module")
+def box(fleet) -> FreshContainer:
+    return fleet.box
+
+
+@pytest.fixture(scope="module")
+def inventory(fleet) -> Path:
+    return fleet.inventory
 
 
 def documented_config() -> str:
@@ -75,14 +72,9 @@ except OSError as exc:  # not listening yet, or gone: the caller polls or report
 """
 
 @pytest.fixture(scope="module")
-def provisioned(box, inventory, tmp_path_factory) -> Path:
+def provisioned(fleet) -> Path:
     """Provisioned with gpunode.yaml's prometheus_targets set: the file provision wrote."""
-    config = tmp_path_factory.mktemp("config") / "gpunode.yaml"
-    config.write_text("prometheus_targets: provisioned.json\n")
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("GPUNODE_CONFIG", str(config))
-        provision_ok(inventory, VMID)
-    return config.parent / "provisioned.json"
+    return fleet.targets_written
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """Live progress of a real `inv provision --json -vv` on a fresh cpu-profile container: the engine
 venv install in packages, the weight staging in bytes, the readiness wait with each server's
-state, in order and complete; -vv streams the target's lines; doctor then finds the fleet healthy."""
+state, in order and complete; -vv streams the target's lines; doctor then finds the fleet healthy.
+The run is the shared fleet's provision (tests/lab/shared_fleet.py)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,15 @@ import subprocess
 
 import pytest
 
-from tests.lab.provision_helpers import INV, REPO, container_fixture, cpu_inventory, provision_ok
+from tests.lab.provision_helpers import INV, REPO
+from tests.lab.shared_fleet import VMID
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
-VMID = 258  # made and removed by this module
-MEMORY_MB = 8192  # two vLLM-CPU slots, the router, the staged tiny model
-
-
-box = container_fixture(VMID, MEMORY_MB, "lab-progress")
-
 
 @pytest.fixture(scope="module")
-def run(box, tmp_path_factory):
-    inventory = cpu_inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", VMID)
-    return inventory, provision_ok(inventory, VMID, "-vv")
+def run(fleet):
+    return fleet.inventory, fleet.run
 
 
 def of(result, step: str) -> list[dict]:
