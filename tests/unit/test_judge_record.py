@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -105,3 +107,11 @@ def test_the_shipped_records_are_sealed_by_the_judge():
         rec = record.load(path.stem)
         assert rec.pinset == path.stem and rec.verdicts
         assert rec.seal == rec.sealed(), f"{path.name} was not written by the judge"
+
+
+def test_kb_verdicts_refuses_an_unknown_pinset_and_names_the_known_ones():
+    code = "import sys; from gpunode.cli.main import main; sys.argv[0] = 'gpunode'; main()"
+    proc = subprocess.run([sys.executable, "-c", code, "kb.verdicts", "--pinset", "cu99-nope"], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode != 0
+    assert "unknown SGLang pin set 'cu99-nope'" in proc.stderr and "cu13-b" in proc.stderr, proc.stderr
