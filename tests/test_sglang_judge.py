@@ -24,6 +24,7 @@ Slow and needs PyPI when it judges: marked `slow`; without PyPI it skips, and fa
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -129,6 +130,7 @@ def models() -> dict[str, Path]:
     return {f.name: f for f in sorted((DATA / "models").iterdir()) if (f / "config.json").exists()}
 
 
+@functools.cache     # parsed once per folder, not once per GPU shape and pin set: it is most of the planning time
 def model_facts(folder: Path):
     def text(name: str) -> str | None:
         p = folder / name
