@@ -37,7 +37,7 @@ def owners(site: Path) -> tuple[dict[str, str], dict[str, int]]:
     out: dict[str, str] = {}
     sizes: dict[str, int] = defaultdict(int)
     for info in site.glob("*.dist-info"):
-        name = normal(info.name.rsplit("-", 1)[0])
+        name = normal(info.name.removesuffix(".dist-info").rsplit("-", 1)[0])
         record = info / "RECORD"
         if not record.exists():
             continue
