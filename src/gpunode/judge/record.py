@@ -8,10 +8,10 @@ pin set, in compat/derived/verdicts/<pinset>.json, and tests/test_sglang_judge.p
   (then a recorded verdict the judge now answers differently fails the test as stale).
 
 A verdict is only as good as the judge that gave it, so a record holds the digest of what decides
-verdicts: the lock packages the environment is built from and the judge's own code (child.py,
-env.py, __init__.py: stand-ins, stubs, the base torch). Its `seal` is a digest over those and every
-verdict: a record edited by hand (a verdict changed, one added) no longer matches its seal, and the
-test refuses it.
+verdicts: the lock packages the environment is built from and the judge's own code (child.py and
+the nodecheck.py it runs sglang's checks with, env.py, __init__.py: stand-ins, stubs, the base
+torch). Its `seal` is a digest over those and every verdict: a record edited by hand (a verdict
+changed, one added) no longer matches its seal, and the test refuses it.
 
 A plan's digest covers what the judge is given: the engine's arguments (the model folder's place
 left out), every file of the model config folder, and the GPU the device queries answer with.
@@ -33,7 +33,7 @@ from gpunode.judge.env import CHILD, PYTHON, lock_packages, split
 FOLDER = Path(__file__).resolve().parents[1] / "compat" / "derived" / "verdicts"
 SCHEMA = "gpunode.judge-verdicts/1"
 # What decides a verdict besides the lock: the code that builds the environment and runs sglang.
-JUDGE_CODE = (CHILD, CHILD.with_name("env.py"), CHILD.with_name("__init__.py"))
+JUDGE_CODE = (CHILD, CHILD.with_name("nodecheck.py"), CHILD.with_name("env.py"), CHILD.with_name("__init__.py"))
 # What a recorded verdict keeps of what SGLang resolved: what the derived choices read back.
 KEPT = PICKED
 MODEL = "<model>"
