@@ -101,9 +101,9 @@ def test_a_changed_lock_rejudges_every_plan_and_a_verdict_the_judge_no_longer_gi
 
 
 def test_the_shipped_records_are_sealed_by_the_judge():
-    shipped = sorted(record.FOLDER.glob("*.json"))
-    assert shipped, f"no recorded verdicts under {record.FOLDER}: `{record.RECORD_COMMAND}` writes them"
-    for path in shipped:
+    """Each record under compat/derived/verdicts/ (`inv kb.verdicts` writes them; a pin set with none
+    is judged in full by tests/test_sglang_judge.py) matches its seal."""
+    for path in sorted(record.FOLDER.glob("*.json")):
         rec = record.load(path.stem)
         assert rec.pinset == path.stem and rec.verdicts
         assert rec.seal == rec.sealed(), f"{path.name} was not written by the judge"
