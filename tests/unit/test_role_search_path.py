@@ -185,3 +185,59 @@ def test_a_sites_roles_and_templates_are_found_with_the_folder_or_its_hosts_file
     assert searchpath.current().roles == ((tmp_path / "my-site" / "roles").resolve(),)
     assert searchpath.current().templates == ((tmp_path / "my-site" / "templates").resolve(),)
     assert "exporter" in roles.order()
+
+
+# --- issue 41: a user role's code and its removes() --------------------------------------------
+
+@pytest.mark.parametrize(("code", "said"), [
+    ("raise SystemExit(0)", r"role quits: .*quits/role\.py does not load: SystemExit"),
+    ("raise RuntimeError('no')", r"role quits: .*quits/role\.py does not load: RuntimeError: no"),
+])
+def test_a_role_py_that_exits_or_raises_on_import_is_an_error_naming_it(tmp_path, code, said):
+    folder = user_role(tmp_path / "roles", "quits")
+    (folder / "role.py").write_text(code + "\n" + (folder / "role.py").read_text())
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=said):
+            roles.build(["quits"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
+    finally:
+        searchpath.use()
+
+
+@pytest.mark.parametrize("function", ["build", "removes"])
+def test_a_role_function_that_exits_is_an_error_naming_it(tmp_path, function):
+    folder = user_role(tmp_path / "roles", "quits")
+    with (folder / "role.py").open("a") as f:
+        f.write(f"\n\ndef {function}(arg):\n    raise SystemExit(0)\n")
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=rf"role quits: {function}\(\) in .*quits/role\.py raised SystemExit"):
+            if function == "build":
+                roles.build(["quits"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
+            else:
+                roles.removals(roles.defaults())
+    finally:
+        searchpath.use()
+
+
+@pytest.mark.parametrize("path", ["/etc/ssh", "/var/lib/dpkg", "/root/.ssh", "/boot/grub", "/home/user/.ssh/x"])
+def test_teardown_removes_no_path_that_does_not_name_gpunode_or_the_role(tmp_path, path):
+    folder = user_role(tmp_path / "roles", "greedy")
+    with (folder / "role.py").open("a") as f:
+        f.write(f"\n\ndef removes(vars):\n    return ['/etc/greedy', {path!r}]\n")
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=rf"removes\(\) in .*greedy/role.py gave '{path}'"):
+            roles.removals(roles.defaults())
+    finally:
+        searchpath.use()
+
+
+def test_the_example_roles_label_keys_are_checked_before_they_reach_the_metrics_file():
+    searchpath.use(roles_path=[str(EXAMPLES / "roles")], templates_path=[str(EXAMPLES / "templates")])
+    try:
+        v = {**roles.defaults(), "node_metrics_labels": {'a="1"} 9\nforged{b': "x"}}
+        with pytest.raises(InventoryError, match="is not a Prometheus label name"):
+            roles.build(["node_metrics"], roles.RoleContext(target="lab/200", vars=v, facts=None, plan=None))
+    finally:
+        searchpath.use()

@@ -100,8 +100,22 @@ def module(name: str) -> types.ModuleType:
         return importlib.import_module(f"{package}.role")
     except InventoryError:
         raise
-    except Exception as exc:  # a user's code: say which file, not an internal error
+    except (Exception, SystemExit) as exc:  # a user's code: say which file, not an internal error (nor exit 0)
         raise InventoryError(f"role {name}: {where / 'role.py'} does not load: {type(exc).__name__}: "
+                             f"{str(exc)[:200]}", hint="fix that file; GPUNODE_DEBUG=1 shows where") from exc
+
+
+def _call(name: str, what: str, fn: Any, *args: Any) -> Any:
+    """A user role's function: whatever it raises (SystemExit too: `inv provision` ended with exit 0,
+    nothing done) is an error naming the role and the function (issue 41)."""
+    if name not in _user_folders():
+        return fn(*args)
+    try:
+        return fn(*args)
+    except InventoryError:
+        raise
+    except (Exception, SystemExit) as exc:
+        raise InventoryError(f"role {name}: {what}() in {folder(name) / 'role.py'} raised {type(exc).__name__}: "
                              f"{str(exc)[:200]}", hint="fix that file; GPUNODE_DEBUG=1 shows where") from exc
 
 
@@ -229,21 +243,35 @@ def removals(vars: dict[str, Any]) -> list[str]:
         if role.shipped:
             continue  # the shipped roles' paths are fleet/teardown.PATHS
         hook = getattr(module(name), "removes", None)
-        for path in hook(vars) if hook is not None else ():
+        given = _call(name, "removes", hook, vars) if hook is not None else ()
+        if isinstance(given, str) or not isinstance(given, (list, tuple)):
+            raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {type(given).__name__}, "
+                                 "not a list of paths", hint="return a list of the absolute paths the role made")
+        for path in given:
             parts = PurePosixPath(str(path)).parts
             if (not isinstance(path, str) or not path.startswith("/") or len(parts) < 3 or ".." in parts
-                    or re.search(r"[\x00-\x1f\x7f]", path) or path.rstrip("/") in _SYSTEM_FOLDERS):
+                    or re.search(r"[\x00-\x1f\x7f]", path) or path.rstrip("/") in _SYSTEM_FOLDERS
+                    or not _names_its_maker(name, parts[1:])):
                 raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {str(path)[:80]!r}",
-                                     hint="give the absolute paths the role made, two folders deep at least "
-                                     "(/etc/myrole, /var/lib/myrole), never a system folder")
+                                     hint=f"give the absolute paths the role made, two folders deep at least and "
+                                     f"with the role's name or gpunode in a folder's name (/etc/{name}, "
+                                     f"/var/lib/gpunode-{name}), never a system folder")
             if path not in out:
                 out.append(path)
     return out
+
+
+def _names_its_maker(role: str, parts: tuple[str, ...]) -> bool:
+    """Whether a folder's name on the path says gpunode or the role made it: teardown removes only
+    what gpunode made (issue 41: /etc/ssh, /var/lib/dpkg, /root/.ssh and /boot/grub got through)."""
+    marks = {"gpunode", role.lower(), role.lower().replace("_", "-")}
+    return any(mark in part.lower() for part in parts for mark in marks)
 
 
 def build(names: list[str], ctx: RoleContext) -> list:
     """RolePlans for the named roles, in provisioning order."""
     plans = []
     for name in names:
-        plans.extend(module(name).build(ctx))
+        mod = module(name)
+        plans.extend(_call(name, "build", mod.build, ctx))
     return plans

@@ -8,7 +8,10 @@ systemd unit. Copy roles/node_metrics and templates/node_metrics next to your in
 
 from __future__ import annotations
 
+import re
+
 from gpunode.engine import RolePlan
+from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.steps.files import Directory, Template
 from gpunode.steps.systemd import Service, Unit
@@ -26,6 +29,12 @@ def removes(vars: dict) -> list[str]:
 
 def build(ctx: RoleContext) -> list[RolePlan]:
     v = ctx.vars
+    for key in v["node_metrics_labels"]:
+        # printed as they are into the metrics file: a key like 'a="1"} 9\nforged{b' would add a line
+        if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]{0,127}", str(key)) or str(key).startswith("__"):
+            raise InventoryError(f"node_metrics_labels: {str(key)[:60]!r} is not a Prometheus label name",
+                                 target=ctx.target, hint="label names are letters, digits and _, not starting "
+                                 "with a digit or __")
     etc, root = v["node_metrics_etc"], v["node_metrics_root"]
     env_file = f"{etc}/node-metrics.env"
     env = {"METRICS_BIND": v["node_metrics_bind"], "METRICS_PORT": v["node_metrics_port"], "METRICS_ROOT": root}
