@@ -153,7 +153,8 @@ def test_8_teardown_removes_what_gpunode_installed_and_keeps_the_journal(box, in
     proc = inv(inventory, "teardown", "--yes")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for path in ("/etc/gpunode", "/opt/gpunode/venvs", "/usr/local/lib/gpunode", "/dev/shm/tiny-qwen3",
-                 "/etc/systemd/system/gpunode-cpu0.service", "/etc/systemd/system/gpunode-router.service"):
+                 "/etc/systemd/system/gpunode-cpu0.service", "/etc/systemd/system/gpunode-router.service",
+                 "/var/lib/gpunode/generations"):  # the kept generations go with the venvs they name
         assert not box.exists(path), path
     assert box.sh("systemctl show -P LoadState gpunode-cpu0.service").out.strip() == "not-found"
     assert box.exists("/var/lib/gpunode/journal.jsonl")

@@ -32,7 +32,10 @@ from gpunode.engine import journal, lock
 from gpunode.engine.lock import Owner
 from gpunode.transport.base import Transport
 
+# The kept generations (steps/rolling.py) go with the units and venvs they name: without them a rollback
+# would bring back units whose venv is gone.
 PATHS = ("/etc/gpunode", "/opt/gpunode/venvs", "/opt/gpunode/tools", "/usr/local/lib/gpunode",
+         "/var/lib/gpunode/generations",
          "/etc/gpunode-demo", "/var/lib/gpunode-demo", "/usr/local/bin/gpunode-demo-hello")
 #: Removed only with --purge: compiled kernels take minutes to make again (a first start's JIT).
 CACHE = "/var/cache/gpunode"
