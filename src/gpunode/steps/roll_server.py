@@ -184,6 +184,9 @@ def roll(headers, server, req):
     left = [(r["router"], w) for r in server["routes"] if (w := leave(headers, r, 30))]
     if left:
         drain(headers, server["url"], req["drain_s"])
+    # A rollout and its rollback start a unit more often than a crash loop would (the new one, systemd's
+    # restart of it, the old one again): its start limit (StartLimitBurst) counts deliberate starts too.
+    systemctl("reset-failed", server["unit"])
     r = systemctl("restart", server["unit"])
     if r.returncode != 0:
         raise Failed(f"systemctl restart {server['unit']} failed: {(r.stderr or r.stdout).strip()[-300:]}")
