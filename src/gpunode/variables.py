@@ -134,7 +134,7 @@ def _role_types(role: str) -> tuple[str, str, dict[str, str]]:
 
     path = roles.folder(role) / "types.yml"
     label = f"roles/{role}/types.yml" if role in roles.ORDER and searchpath.is_shipped(path) else str(path)
-    return role, label, dict(yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return role, label, roles.mapping_file(path)
 
 
 def sources(product_only: bool = False) -> list[tuple[str, str, dict[str, str]]]:

@@ -3,6 +3,7 @@ before the shipped ones; a user role says where it runs; --only and the types wo
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -239,5 +240,30 @@ def test_the_example_roles_label_keys_are_checked_before_they_reach_the_metrics_
         v = {**roles.defaults(), "node_metrics_labels": {'a="1"} 9\nforged{b': "x"}}
         with pytest.raises(InventoryError, match="is not a Prometheus label name"):
             roles.build(["node_metrics"], roles.RoleContext(target="lab/200", vars=v, facts=None, plan=None))
+    finally:
+        searchpath.use()
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+
+
+@pytest.mark.parametrize(("file", "make", "said"), [
+    ("defaults.yml", lambda p: p.write_text(BOMB), r"defaults\.yml:\d+: YAML expands to more than"),
+    ("defaults.yml", lambda p: os.mkfifo(p), r"defaults\.yml: YAML file is a named pipe \(FIFO\)"),
+    ("types.yml", lambda p: p.write_text("- a\n- b\n"), r"types\.yml: must be a mapping"),
+    ("defaults.yml", lambda p: p.write_text("a: [1\n"), r"defaults\.yml:\d+: YAML syntax error"),
+])
+def test_a_role_file_goes_through_the_inventorys_reader(tmp_path, file, make, said):
+    """issue 41: a 1 KB alias bomb in defaults.yml hung gpunode; a FIFO was skipped without a word."""
+    folder = user_role(tmp_path / "roles", "odd")
+    (folder / file).unlink()
+    make(folder / file)
+    assert (folder / file).stat().st_size < 1024
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=said):
+            roles.defaults()
+            varspec.check(roles.defaults())
     finally:
         searchpath.use()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import re
 import sys
 import types
@@ -22,8 +23,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
-
-import yaml
 
 from gpunode import searchpath
 from gpunode.errors import InventoryError
@@ -196,8 +195,24 @@ def order() -> tuple[str, ...]:
 
 @cache
 def _defaults_of(where: Path) -> dict[str, Any]:
-    path = where / "defaults.yml"
-    return (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return mapping_file(where / "defaults.yml")
+
+
+def mapping_file(path: Path) -> dict[str, Any]:
+    """A role's defaults.yml or types.yml through the inventory's own reader (issue 41: a 1 KB alias
+    bomb hung gpunode, a FIFO was skipped without a word): size, aliases, depth, file type and
+    file:line of every error; a file that is not there is empty."""
+    from gpunode import yamlsrc
+
+    if not os.path.lexists(path):
+        return {}
+    doc = yamlsrc.load(path)
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InventoryError(f"{path}: must be a mapping of `name: value` lines, not {type(doc).__name__}",
+                             hint="one variable per line, e.g. my_port: 9100")
+    return dict(doc)
 
 
 def defaults(names: tuple[str, ...] | None = None) -> dict[str, Any]:

@@ -29,8 +29,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpunode.errors import preview
 from gpunode.steps.unitfmt import control_chars
 
@@ -241,7 +239,9 @@ def _declared(role: str) -> dict[str, str]:
 
 @cache
 def _types_of(resource: Path) -> dict[str, str]:
-    return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
+    from gpunode.roles import mapping_file
+
+    return mapping_file(resource)
 
 
 def declared(roles: tuple[str, ...] | None = None) -> dict[str, tuple[str, str]]:
