@@ -6,6 +6,8 @@ servers crash-looped. The facts are the recorded debian12-cpu snapshot (see its 
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,14 @@ def test_a_unit_whose_command_line_systemd_would_not_read_whole_is_refused(tmp_p
     with pytest.raises(StepError, match=said) as err:
         units(tmp_path, SHIPPED.replace(EXEC, change))
     assert str(template) in str(err.value), err.value
+
+
+@pytest.mark.parametrize(("make", "said"), [(lambda p: os.mkfifo(p), "template is a named pipe (FIFO)"),
+                                            (lambda p: p.write_bytes(b"ok\x00\x01"), "template is binary")])
+def test_a_template_file_goes_through_the_reader_of_user_files(tmp_path, make, said):
+    """issue 41: a FIFO template hung Jinja's read."""
+    from gpunode.steps.render import render_from
+
+    make(tmp_path / "odd.conf.j2")
+    with pytest.raises(StepError, match=re.escape(said)):
+        render_from("odd.conf.j2", {}, root=tmp_path)

@@ -10,6 +10,7 @@ add a line or a setting to a unit.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from gpunode import searchpath
 from gpunode.errors import StepError
 from gpunode.steps.unitfmt import UnitSafe
 
+MAX_TEMPLATE = 1 << 20  # a config file's template; anything larger is a wrong path
 UNIT_SUFFIXES = (".service.j2", ".socket.j2", ".timer.j2", ".mount.j2", ".path.j2", ".target.j2", ".env.j2")
 
 
@@ -80,6 +82,7 @@ def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None 
     """(the rendered text, the file it came from): the first template folder that has `name`."""
     roots = roots_for(root)
     where = ", ".join(roots)
+    _check_file(name, roots)
     try:
         template = environment(roots, is_unit_template(name)).get_template(name)
         text = template.render(**variables)
@@ -102,6 +105,19 @@ def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None 
 
         unitcheck.check(text, name.rsplit("/", 1)[-1].removesuffix(".j2"), template.filename or name, variables)
     return with_header(text, name, comment), template.filename or name
+
+
+def _check_file(name: str, roots: tuple[str, ...]) -> None:
+    """The template file Jinja would open, through the reader of every user file first: a FIFO
+    would hang Jinja's read, a device or a huge file fill memory (issue 41)."""
+    from gpunode import userfiles
+
+    for folder in roots:
+        path = Path(folder) / name
+        if os.path.lexists(path):
+            userfiles.decode(userfiles.read_bytes(path, what="template", error=StepError, limit=MAX_TEMPLATE),
+                             path, what="template", error=StepError)
+            return
 
 
 def find(name: str, root: Path | None = None) -> Path:
