@@ -20,8 +20,9 @@ import, no answer before the deadline).
 By hand, on a node (copy this one file; nothing else is needed there):
 
     scp src/gpunode/judge/nodecheck.py node:/tmp/
-    ssh node 'cd /var/lib/gpunode && env -i PATH=/usr/bin:/bin $(grep -v "^#" /etc/gpunode/gpu0.env) \\
-        /opt/gpunode/venvs/cu13-latest/bin/python /tmp/nodecheck.py sglang -- \\
+    ssh node   # then, as root, in the server's environment (its env file) and folder:
+    cd /var/lib/gpunode && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c 'set -a; . /etc/gpunode/gpu0.env
+        exec /opt/gpunode/venvs/cu13-latest/bin/python /tmp/nodecheck.py sglang -- \
         --model-path /dev/shm/Qwen3-8B --tp-size 1 --attention-backend fa3'
 
 prints the verdict and exits 0 (accepted), 1 (refused) or 3 (could not judge). The engine's
