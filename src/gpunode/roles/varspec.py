@@ -122,13 +122,17 @@ def _list(item: Callable[[Any], Any]) -> Callable[[Any], list]:
     return check
 
 
+#: a week: a longer wait is no limit (issue 41: 10**30 was taken, past what systemd's usec can hold)
+MAX_SECONDS = 7 * 24 * 3600
+
+
 def _seconds(value: Any) -> Any:
     if value == "infinity":
         return value
     try:
-        return _int(value, 1)
+        return _int(value, 1, MAX_SECONDS)
     except Bad:
-        raise Bad("is neither a whole number of seconds (1 or more) nor \"infinity\"") from None
+        raise Bad(f"is neither a whole number of seconds (1..{MAX_SECONDS}, a week) nor \"infinity\"") from None
 
 
 def _gpus(value: Any) -> list[int]:
