@@ -296,6 +296,16 @@ def _bool(node: Any, key: str, what: str) -> bool:
                          hint=f"e.g. `{key}: true`")
 
 
+def name_is_text(name: Any, node: Any, what: str) -> None:
+    """A host or group name YAML read as something else: `~` is null, `yes`/`no` booleans (issue 41:
+    they became hosts "None" and "True")."""
+    if name is None or isinstance(name, (bool, float)):
+        words: dict[Any, str] = {None: "~ (or null)", True: "yes/true/on", False: "no/false/off"}
+        shown = words.get(name, repr(name))
+        raise InventoryError(f"{yamlsrc.where(node, name)}: the {what} name {shown} is read by YAML as "
+                             f"{name!r}, not a name", hint="quote the name, e.g. \"yes\": or \"~\":")
+
+
 def _parse_host(name: str, node: Any, where: str) -> Host:
     node = node if node is not None else Located()
     _check_keys(node, HOST_KEYS, f"host {name}")
@@ -363,6 +373,8 @@ def load(path: str | Path) -> Inventory:
         if not isinstance(raw_hosts, dict):
             raise InventoryError(f"{yamlsrc.where(doc, 'hosts')}: `hosts` must be a mapping name -> settings",
                                  hint="see inventory/example/hosts.yml")
+        for n in raw_hosts:
+            name_is_text(n, raw_hosts, "host")
         hosts = {str(n): _parse_host(str(n), h, yamlsrc.where(raw_hosts, n)) for n, h in raw_hosts.items()}
         groups = {}
         raw_groups = doc.get("groups") or Located()

@@ -139,6 +139,9 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
             raise InventoryError(f"{yamlsrc.where(body, 'hosts', where)}: hosts of group {group} must be a mapping "
                                  "name -> settings", hint="write `hosts: {kpro6: {}}`, not a list")
         for name, settings in hosts.items():
+            from gpunode.inventory import name_is_text
+
+            name_is_text(name, hosts, "host")
             if settings is None:  # `box1:` alone: remember where it is, for errors about what its groups set
                 settings = Located()
                 settings.file, settings.line, settings.key_lines = str(path), yamlsrc.line_of(hosts, name), {}

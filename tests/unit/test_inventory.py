@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,15 @@ def test_yaml_syntax_error_names_line(tmp_path):
     (tmp_path / "hosts.yml").write_text("hosts:\n  a: {address: [\n")
     with pytest.raises(InventoryError, match=r"hosts.yml:\d+: YAML syntax error"):
         inventory.load(tmp_path)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("hosts:\n  ~: {address: 10.0.0.1}\n", "hosts.yml:2: the host name ~ (or null) is read by YAML as None"),
+    ("hosts:\n  yes: {address: 10.0.0.1}\n", "hosts.yml:2: the host name yes/true/on is read by YAML as True"),
+    ("all:\n  hosts:\n    no: {ansible_host: 10.0.0.1}\n", "the host name no/false/off is read by YAML as False"),
+])
+def test_a_host_name_yaml_reads_as_null_or_a_boolean_is_refused(tmp_path, text, said):
+    """issue 41: `~` and `yes` became hosts named "None" and "True"."""
+    (tmp_path / "hosts.yml").write_text(text)
+    with pytest.raises(InventoryError, match=re.escape(said)):
+        inventory.load(tmp_path / "hosts.yml")
