@@ -114,10 +114,25 @@ class Metadata:
         return out
 
 
+#: torch's project JSON, PyPI's largest we read, is a few MB; an answer past this is not PyPI's (issue 41:
+#: an endless answer was a MemoryError)
+MAX_ANSWER = 64 << 20
+#: what PyPI writes in upload_time(_iso_8601); anything else (an escape sequence) is not printed
+_UPLOADED = re.compile(r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:?\d{2})?)?")
+
+
 def _get(url: str, headers: dict[str, str] | None = None) -> bytes:
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        # file:// of a FIFO hung; ftp:// and the rest are no PyPI
+        raise PypiError(f"{url[:120]}: not an http(s) address", hint="GPUNODE_PYPI_JSON is PyPI's JSON API, "
+                        "e.g. https://pypi.org/pypi")
     request = urllib.request.Request(url, headers={"User-Agent": "gpunode-kb-refresh", **(headers or {})})
     with urllib.request.urlopen(request, timeout=TIMEOUT) as answer:  # noqa: S310 (https or a test's loopback)
-        return answer.read()
+        body = answer.read(MAX_ANSWER + 1)
+    if len(body) > MAX_ANSWER:
+        raise PypiError(f"{url}: the answer is longer than {MAX_ANSWER >> 20} MiB", hint="is GPUNODE_PYPI_JSON "
+                        "a PyPI JSON API?")
+    return body
 
 
 def _json(url: str) -> dict | None:
@@ -156,15 +171,26 @@ def parse_project(doc: dict, url: str) -> Project:
         name = str(info["name"])
     except (KeyError, TypeError):
         raise PypiError(f"{url}: no info.name or releases", hint="is this a PyPI project JSON?") from None
+    shape = PypiError(f"{url}: not shaped as a PyPI project JSON (releases: version -> list of files)",
+                      hint="is GPUNODE_PYPI_JSON a PyPI JSON API?")
+    if not isinstance(info, dict) or not isinstance(files, dict) or not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", name):
+        raise shape
     out = []
     for version, entries in files.items():
         try:
             Version(version)
-        except InvalidVersion:
+        except (InvalidVersion, TypeError):
             continue
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise shape
         if not entries:
             continue
-        first = min(str(e.get("upload_time_iso_8601") or e.get("upload_time") or "") for e in entries)
+        times = [str(e.get("upload_time_iso_8601") or e.get("upload_time") or "") for e in entries]
+        if not all(_UPLOADED.fullmatch(t) for t in times):
+            bad = next(t for t in times if not _UPLOADED.fullmatch(t))
+            raise PypiError(f"{url}: {name} {version}: upload time {bad[:40]!r} is not a date", hint="is "
+                            "GPUNODE_PYPI_JSON a PyPI JSON API?")
+        first = min(times)
         out.append(Release(version, first, all(bool(e.get("yanked")) for e in entries),
                            tuple(dict(e) for e in entries)))
     out.sort(key=lambda r: Version(r.version))

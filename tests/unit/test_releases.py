@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import zipfile
 from pathlib import Path
 
@@ -105,3 +107,53 @@ def test_a_wheels_metadata_is_read_by_range_requests():
     with zipfile.ZipFile(wheel) as z:
         assert text == z.read("nvidia_ml_py-13.615.71.dist-info/METADATA").decode()
     assert RANGES and all(r.startswith("bytes=") for r in RANGES)
+
+
+# --- issue 41: PyPI's answer is capped and its shape checked ------------------------------------
+
+@pytest.mark.parametrize(("doc", "said"), [
+    ({"info": {"name": "x"}, "releases": {"1.0": "not a list"}}, "not shaped as a PyPI project JSON"),
+    ({"info": {"name": "x"}, "releases": [1, 2]}, "not shaped as a PyPI project JSON"),
+    ({"info": {"name": "x\x1b[2J"}, "releases": {}}, "not shaped as a PyPI project JSON"),
+    ({"info": {"name": "x"}, "releases": {"1.0": [{"upload_time": "\x1b]0;owned\x07"}]}},
+     r"upload time '\x1b]0;owned\x07' is not a date"),
+])
+def test_an_answer_not_shaped_as_pypis_is_refused_by_name(doc, said):
+    from gpunode.releases import parse_project
+
+    with pytest.raises(PypiError, match=re.escape(said)) as err:
+        parse_project(doc, "http://127.0.0.1:1/pypi/x/json")
+    assert "\x1b" not in str(err.value)
+
+
+def test_an_endless_answer_and_a_file_url_are_refused(tmp_path, monkeypatch):
+    import http.server
+    import threading
+
+    from gpunode import releases
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.end_headers()
+            chunk = b" " * (1 << 16)
+            try:
+                for _ in range(64):  # 4 MiB, past the test's cap of 1 MiB
+                    self.wfile.write(chunk)
+            except OSError:
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(releases, "MAX_ANSWER", 1 << 20)
+    try:
+        with pytest.raises(releases.PypiError, match="the answer is longer than 1 MiB"):
+            releases.project("x", f"http://127.0.0.1:{server.server_address[1]}/pypi")
+    finally:
+        server.shutdown()
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(releases.PypiError, match="not an http\\(s\\) address"):
+        releases.project("x", f"file://{tmp_path}/fifo")
