@@ -127,5 +127,5 @@ def test_a_hop_that_is_down_is_named_in_the_error(jump):
 
 def test_a_known_hosts_path_that_is_a_folder_is_a_clear_error(jump):
     _, target, client, tmp = jump
-    with pytest.raises(HostKeyError, match=f"cannot read the known_hosts file {tmp}"):
+    with pytest.raises(HostKeyError, match=f"{tmp}: known_hosts file is a folder, not a file"):
         transport(target, client, tmp).run(["true"])

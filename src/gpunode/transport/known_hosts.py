@@ -13,11 +13,13 @@ import base64
 import binascii
 import hashlib
 import hmac
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
 
+from gpunode import userfiles
 from gpunode.errors import HostKeyError
 
 MARKERS = (b"@revoked", b"@cert-authority")
@@ -94,13 +96,10 @@ def load(paths: list[Path]) -> Trust:
     revoked: set[bytes] = set()
     plain: list[Line] = []
     for path in paths:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             continue
-        except OSError as exc:
-            raise HostKeyError(f"cannot read the known_hosts file {path}: {exc.strerror}",
-                               hint="fix known_hosts in the inventory (a readable file) or its permissions") from None
+        # the reader of every user file: a FIFO hung here, a device would fill memory (issue 41)
+        data = userfiles.read_bytes(path, what="known_hosts file", error=HostKeyError)
         for line in parse(data):
             if line.marker == b"@revoked" and line.key_blob is not None:
                 # A revoked key is refused for every host: the key is compromised, and

@@ -83,7 +83,14 @@ class SshTransport(Transport):
 
     def _open(self) -> Connection:
         s = self.settings
-        conn = connection(s)
+        try:
+            conn = connection(s)
+        except ValueError as exc:  # Fabric's int() of a Port that is no number
+            raise ConnectError(f"~/.ssh/config's entry for {s.address} cannot be read: {str(exc)[:120]}",
+                               target=s.name, hint="fix that Host block (Port is a number, e.g. Port 22)") from None
+        except RecursionError:  # Fabric builds a Connection per ProxyJump hop, and a loop never ends
+            raise ConnectError(f"~/.ssh/config's ProxyJump hops for {s.address} lead round in a loop",
+                               target=s.name, hint="fix the ProxyJump lines of those Host blocks") from None
         files = [Path(p).expanduser() for p in s.known_hosts] or [
             Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
         trusted = known_hosts.load(files)
