@@ -101,3 +101,11 @@ def test_a_host_name_yaml_reads_as_null_or_a_boolean_is_refused(tmp_path, text, 
     (tmp_path / "hosts.yml").write_text(text)
     with pytest.raises(InventoryError, match=re.escape(said)):
         inventory.load(tmp_path / "hosts.yml")
+
+
+def test_an_inventory_folder_with_two_main_files_is_refused(tmp_path):
+    """issue 41: hosts.yaml beside hosts.yml was ignored without a word."""
+    (tmp_path / "hosts.yml").write_text("hosts:\n  a: {address: 10.0.0.1}\n")
+    (tmp_path / "hosts.yaml").write_text("hosts:\n  b: {address: 10.0.0.2}\n")
+    with pytest.raises(InventoryError, match="has hosts.yml and hosts.yaml: only one would be read"):
+        inventory.load(tmp_path)
