@@ -79,13 +79,19 @@ def test_gpt_oss_never_gets_flashinfer(shape, expected):
     ({"quantization_config": {"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION",
                               "quantized_layers": {"model.layers.0.mlp": {"quant_algo": "NVFP4"}}}}, None),
 ])
-def test_modelopt_nvfp4_is_nvfp4_and_refused_on_hopper(config, quant):
+def test_modelopt_nvfp4_runs_on_hopper_only_where_the_pinned_sglang_allows_it(config, quant):
     text = json.dumps({"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", **config})
     m = config_only(text, "Qwen3.6-27B-NVFP4", quant=json.dumps(quant) if quant else None)
     assert m.quantization == "nvfp4"
+    model = replace(QWEN36, quantization=m.quantization, quantization_source=m.quantization_source)
+    # ModelOptFp4Config.get_min_capability() is 80 in sglang 0.5.17 and 0.5.23 (a Marlin FP4 runner below 10.0)
+    plan = resolve(h200(model))
+    assert plan.engine_version in ("0.5.17", "0.5.23")
+    assert "compute capability >= 8.0" in plan.decision("quantization floor").reason
+    # ... and 100 in 0.5.12.post1
     with pytest.raises(ResolveError) as info:
-        resolve(h200(replace(QWEN36, quantization=m.quantization)))
-    assert "nvfp4, which compute capability 9.0 cannot run" in info.value.message
+        resolve(h200(model), {"pinset": "cu13-a"})
+    assert "sglang 0.5.12.post1 runs modelopt_fp4 (nvfp4) from compute capability 10.0" in info.value.message
 
 
 @pytest.mark.parametrize("text, words", [("", "config.json is empty"), ("{\"architectures\": [", "not valid JSON"),

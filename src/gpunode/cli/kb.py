@@ -7,6 +7,7 @@ for a new sglang release, and what each pin set's own sglang picks (gpunode/judg
     inv kb.refresh --pinset cu13-b --check   # print what would change, write nothing
     inv kb.verdicts                    # only re-judge every plan and re-record the verdicts (compat/derived/verdicts/)
     inv kb.verdicts --pinset cu13-b    # one pin set's
+    inv kb.refresh --no-judge          # new releases; the pin sets' wheels read into compat/derived/sglang-registry.yml
 
 Run from a checkout: the reference model configs are tests/data/models. The first run builds the
 judge environments (several GB, from PyPI); later runs reuse them.
@@ -33,7 +34,10 @@ HELP = {
     "propose": "write a proposed pin set (and its locks) for the newest sglang release no pin set covers, "
                "to gpunode/compat/proposed/ for review",
     "release": "with --propose: propose for this sglang release instead",
-    "derive": "re-derive what each pin set's sglang picks (--no-derive: only read PyPI and propose)",
+    "derive": "re-derive the data read from each pin set's wheels and what its sglang picks (--no-derive: only read "
+              "PyPI and propose)",
+    "judge": "with derive: also run each pin set's sglang on the reference configs (--no-judge: read the wheels "
+             "only, compat/derived/sglang-registry.yml, in about a minute)",
     "lock": "with --propose: lock the proposal with uv (--no-lock: write the pin set only)",
 }
 
@@ -43,7 +47,8 @@ def say(line: str) -> None:
 
 
 @task(help=HELP, iterable=["pinset"])
-def refresh(c, pinset=None, check=False, models=None, propose=False, release=None, derive=True, lock=True):
+def refresh(c, pinset=None, check=False, models=None, propose=False, release=None, derive=True, lock=True,
+            judge=True):
     """Report new releases on PyPI, propose a pin set for a new sglang, re-derive what each pin set's sglang picks."""
     from gpunode.resolve import load_kb
 
@@ -55,9 +60,12 @@ def refresh(c, pinset=None, check=False, models=None, propose=False, release=Non
     if release and not propose:
         raise InventoryError("--release names the sglang release to propose a pin set for",
                              hint="add --propose")
+    newer = None
     if propose or not check:
-        _releases(kb, propose=propose, release=release, lock=lock)
-    if derive:
+        newer = _releases(kb, propose=propose, release=release, lock=lock)
+    if derive:      # the wheels' model registries, model types and quantization floors: every pin set
+        _registry(kb, check, newer)
+    if derive and judge:
         _derive(kb, pinset, check, models)
         if not check:
             _record(sglang if not pinset else list(pinset))
@@ -104,16 +112,18 @@ def _releases(kb, *, propose, release, lock):
     say("kb.refresh: reading PyPI: " + ", ".join(kbrefresh.watched(kb)))
     projects = {name: releases.project(name) for name in kbrefresh.watched(kb)}
     say("new releases since the pin sets:")
-    for n in kbrefresh.news(kb, projects):
+    found = kbrefresh.news(kb, projects)
+    for n in found:
         say(f"  {n.line()}")
+    newer = [r.version for n in found if n.name == "sglang" for r in n.newer]
     if not propose:
-        return
+        return newer
     new = kbrefresh.uncovered(kb, projects["sglang"])
     version = release or (new.version if new else None)
     if version is None:
         say("kb.refresh: every sglang release is covered by a pin set: nothing to propose "
             "(--release VERSION proposes for one anyway)")
-        return
+        return newer
     asked = projects["sglang"].get(version)
     if asked is None:
         newest = [r.version for r in projects["sglang"].final()[-5:]]
@@ -140,6 +150,32 @@ def _releases(kb, *, propose, release, lock):
         raise CommandError(f"proposed pin set {made.id} could not be locked for {len(failed)} target(s)",
                            target="localhost", hint=f"see uv's words above; {file} is written for review, "
                            "and a pin set that cannot be locked is not ready to move into pinsets.yml")
+    return newer
+
+
+def _registry(kb, check, newer):
+    """compat/derived/sglang-registry.yml from the wheels; `newer`: the sglang releases on PyPI newer than every
+    pin set's (None: not read this run, the file's own list is kept)."""
+    from gpunode import wheelregistry
+
+    old = wheelregistry.load()
+    started = time.monotonic()
+    new = wheelregistry.derive(kb, old.get("newer") or () if newer is None else newer, log=say)
+    lines = wheelregistry.changes(old, new)
+    for line in lines:
+        say(f"  changed: {line}")
+    say(f"kb.refresh: read {len(new['sglang'])} sglang and {len(new['transformers'])} transformers wheel(s) in "
+        f"{time.monotonic() - started:.0f} s; {len(lines)} registry line(s) changed")
+    for version, data in new["sglang"].items():
+        for line in data.get("unread", ()):
+            say(f"  REVIEW: sglang {version}: {line} (not read by code: its architecture is not listed)")
+    if check:
+        if lines:
+            raise CommandError(f"{len(lines)} registry line(s) differ from {wheelregistry.FILE.name}",
+                               target="localhost", hint="review them and run `inv kb.refresh` to write them")
+        return
+    wheelregistry.write(new)
+    say(f"wrote {wheelregistry.FILE}")
 
 
 def _derive(kb, pinset, check, models):

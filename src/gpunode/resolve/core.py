@@ -9,7 +9,7 @@ from typing import Any
 from gpunode import listen
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import actions, fixes, flags, hardware, locks, models, pick, toolkit, topology, versions
+from gpunode.resolve import actions, fixes, flags, hardware, locks, models, pick, registry, toolkit, topology, versions
 from gpunode.resolve.choices import Choices, from_vars
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -42,6 +42,7 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     _model_checks(facts, gpus, rule, trail)
     picked = pick.pick(kb, engine, facts, gpus, rule, choices, trail)
     p, py = picked.pinset, picked.python
+    _quant_floor(kb, p, gpus, rule, trail)
     venv = f"{choices.venv_root.rstrip('/')}/{p.id}"
     tk = toolkit.choose(p, facts, gpus, venv, py, kb, trail)
     served = choices.served_model_name or choices.model_name or os.path.basename(model_path.rstrip("/"))
@@ -152,15 +153,23 @@ def _model_checks(facts: Facts, gpus: GpuSet | None, rule: models.ModelRule, tra
                      fact=f"model.quantization={m.quantization}", source="facts/model.py")
     if gpus is not None and m.quantization:
         q = str(m.quantization).lower()
-        support = gpus.arch.quantization.get(q)
-        if support is False:
-            raise ResolveError(f"{rule.label} is {q}, which compute capability {gpus.arch.cc} cannot run",
-                               target=facts.target, evidence=f"gpus.yml {gpus.arch.where}: quantization.{q}=false",
-                               hint="use a BF16 or FP8 checkpoint on this GPU")
+        support = gpus.arch.quantization.get(q)   # False: the pin set checks (pick.wheel_blocks) refuse it
         if support == "unconfirmed":
             trail.warn(f"{q} checkpoints on compute capability {gpus.arch.cc}: how they run is unconfirmed")
         if support == "weight-only":
             _weight_only(facts, gpus, rule, q, trail)
+
+
+def _quant_floor(kb: KB, p: Pinset, gpus: GpuSet | None, rule: models.ModelRule, trail: Trail) -> None:
+    low = registry.floor(kb, p, rule.model) if gpus is not None else None
+    if low is None or gpus is None:
+        return
+    need = f"{low[1] // 10}.{low[1] % 10}"
+    trail.decide("quantization floor", f"{low[0]} from compute capability {need}",
+                 f"sglang {p.version}'s {low[0]} class asks for compute capability >= {need} "
+                 f"(get_min_capability() = {low[1]}, read from its wheel); this GPU is {gpus.arch.cc}",
+                 fact=f"model.quantization={rule.model.quantization if rule.model else ''}; "
+                      f"compute capability {gpus.arch.cc}", rule=registry.WHERE, source=registry.SOURCE)
 
 
 # SGLang's FP8 code on GPUs without e4m3 math (the wheels' layers/quantization/fp8.py)

@@ -287,6 +287,8 @@ class KB:
     files: dict[str, str] = field(default_factory=dict)   # name -> path, for messages
     # derived/sglang-choices.yml (inv kb.refresh): pin set -> architecture -> cc -> what sglang picks itself
     sglang_picks: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
+    # derived/sglang-registry.yml (inv kb.refresh, gpunode/wheelregistry.py): what each sglang wheel serves
+    registry: dict[str, Any] = field(default_factory=dict)
 
     def sglang_pick(self, pinset: str, architecture: str, cc: str, model_type: str = "") -> dict[str, Any] | None:
         """What the pin set's sglang picks by itself for this architecture on this compute capability: derived

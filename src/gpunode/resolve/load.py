@@ -13,6 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpunode import yamlsrc
 from gpunode.resolve import conditions, versions
 from gpunode.resolve.kb import (
@@ -51,6 +53,7 @@ PHASES = ("before_install", "install", "after_install", "runtime")
 
 
 DERIVED = "derived/sglang-choices.yml"
+REGISTRY = "derived/sglang-registry.yml"
 
 
 @lru_cache(maxsize=4)
@@ -80,6 +83,7 @@ def load(folder: Path = COMPAT) -> KB:
         fixes=tuple(_fix(r) for r in top["fixes"].items("fixes")),
         files={k: str(v) for k, v in files.items()},
         sglang_picks=_derived(folder / DERIVED),
+        registry=_registry(folder / REGISTRY),
     )
     _cross_check(kb, top)
     return kb
@@ -91,6 +95,17 @@ def _derived(path: Path) -> dict[str, Any]:
         return {}
     data = _top(path)
     return {str(pid): dict(r.get("choices", dict, {})) for pid, r in _mapping(data, "pinsets").items()}
+
+
+def _registry(path: Path) -> dict[str, Any]:
+    """The model registries, model types and quantization floors read from the wheels
+    (gpunode/wheelregistry.py); none until `inv kb.refresh` has run."""
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise KnowledgeBaseError(f"{path}: not a mapping", hint="run `inv kb.refresh` to write it again")
+    return data
 
 
 def _top(path: Path) -> Reader:

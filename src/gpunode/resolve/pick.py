@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts
-from gpunode.resolve import attention, driver, kernels, remote_code, versions
+from gpunode.resolve import attention, driver, kernels, registry, remote_code, versions
 from gpunode.resolve.choices import Choices
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
@@ -25,7 +25,8 @@ ENGINE_NAMES = {"sglang": "SGLang", "vllm": "vLLM", "vllm-cpu": "vLLM CPU"}
 
 @dataclass(frozen=True)
 class Blocked:
-    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "attention", "mamba", "nvcc", "trust"
+    check: str          # "gpu", "driver", "glibc", "python", "machine", "model", "registry", "quant", "attention",
+    #                     "mamba", "nvcc", "trust"
     text: str           # "driver 570.86 < 580 (CUDA 13.0)"
     have: str = ""
     need: str = ""
@@ -62,6 +63,41 @@ def sglang_rejects(kb: KB, p: Pinset, cc: str, rule: ModelRule, choices: Choices
         if hit:
             out.append(Blocked("mamba", f"mamba_strategy {choices.mamba_strategy}: sglang {p.version} rejects "
                                         f"`{hit}` for {arch} on compute capability {cc}: {rejects[hit]}"))
+    return out
+
+
+def wheel_blocks(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule) -> list[Blocked]:
+    """What the pin set's sglang wheel lacks for this model, as `inv kb.refresh` read it: the architecture in
+    its model registry, the model type in its (or its transformers') config classes, the compute capability
+    its quantization method's class asks for."""
+    m = rule.model
+    if m is None:
+        return []
+    low = registry.floor(kb, p, m) if gpus is not None else None
+    q = str(m.quantization or "").lower()
+    if gpus is not None and low is None and q and gpus.arch.quantization.get(q) is False:
+        # no floor read from this pin set's wheel (vLLM, NVFP4 of another producer): the GPU row decides
+        return [Blocked("quant", f"compute capability {gpus.arch.cc} cannot run {q} checkpoints (gpus.yml "
+                                 f"{gpus.arch.where}: quantization.{q}=false)", gpus.arch.cc, "")]
+    if p.engine != "sglang":
+        return []
+    out = []
+    arch = m.architectures[0] if m.architectures else ""
+    if arch and registry.serves(kb, p, m.architectures) is False:
+        pinned, newer = registry.releases_with(kb, arch)
+        have = "; ".join(x for x in (f"pinned releases that have it: {', '.join(pinned)}" if pinned else "",
+                                     f"newer on PyPI: {', '.join(newer)}" if newer else "") if x)
+        out.append(Blocked("registry", f"sglang {p.version}'s model registry has no {arch} ("
+                           + (have or f"no sglang release read has it, up to {registry.newest_read(kb)}: none yet")
+                           + f"; {registry.WHERE})", p.version, (pinned or newer or [""])[0]))
+    elif m.model_type and not m.custom_code and registry.configures(kb, p, m.model_type) is False:
+        out.append(Blocked("registry", f"neither sglang {p.version} nor its transformers "
+                           f"{registry.transformers_of(kb, p)} knows model type {m.model_type} (config.json "
+                           f"has no auto_map to bring its own; {registry.WHERE})", p.version, ""))
+    if low and registry.cc_x10(gpus.arch.cc) < low[1]:  # type: ignore[union-attr]
+        out.append(Blocked("quant", f"sglang {p.version} runs {low[0]} ({m.quantization}) from compute capability "
+                           f"{low[1] // 10}.{low[1] % 10} (its get_min_capability(); {registry.WHERE})",
+                           gpus.arch.cc, f"{low[1] // 10}.{low[1] % 10}"))  # type: ignore[union-attr]
     return out
 
 
@@ -109,6 +145,8 @@ def checks(p: Pinset, facts: Facts, gpus: GpuSet | None, rule: ModelRule, choice
     low, _ = rule.floor(p.engine)
     if low and versions.parse(p.version) < versions.parse(low):
         out.append(Blocked("model", f"{rule.label} needs {p.engine} >= {low}, {p.id} is {p.version}", p.version, low))
+    if kb is not None:
+        out += wheel_blocks(kb, p, gpus, rule)
     if gpus is not None and p.engine == "sglang" and choices.attention_backend:
         v = attention.judge(gpus.arch, choices.attention_backend, p.version, rule.hybrid)
         if v.level == "forbidden":
@@ -270,6 +308,8 @@ def unblock(b: Blocked, p: Pinset) -> str:
         "gpu": "use a pin set with a newer CUDA for this GPU",
         "kernel": "use a pin set whose kernel wheel has code for this GPU",
         "trust": "set trust_remote_code: true",
+        "registry": f"use a {p.engine} pin set >= {b.need}" if b.need else "wait for an sglang release that serves it",
+        "quant": f"use a GPU of compute capability >= {b.need}, or a pin set whose sglang runs it here",
     }.get(b.check, "see the evidence")
 
 
@@ -292,7 +332,13 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
         return ResolveError(message, target=facts.target, evidence=evidence,
                             hint=_hint(blocked[0].check, [(p, blocked)], kb, engine, facts, gpus, rule, choices,
                                        chosen=True))
-    runs = [(p, bl) for p, bl in results if not any(b.check == "model" for b in bl)]
+    runs = [(p, bl) for p, bl in results if not any(b.check in ("model", "registry") for b in bl)]
+    arch = rule.model.architectures[0] if rule.model and rule.model.architectures else ""
+    if not runs and arch and all(any(b.check == "registry" for b in bl) for _, bl in results):
+        return _unserved(kb, name, rule, arch, results, evidence, facts.target)
+    # a pin set whose sglang asks for a higher compute capability for this quantization does not run the model
+    # here either, where another one does (its own blocker, a driver, is the one to name)
+    runs = [r for r in runs if not any(b.check == "quant" for b in r[1])] or runs
     if not runs:
         floor, source = rule.floor(engine)
         newest = max((p.version for p, _ in results), key=versions.parse, default="none")
@@ -308,7 +354,7 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
                             hint=_alternatives(kb, engine, facts, gpus, rule, choices) or
                             "add a pin set with a newer release to gpunode/compat/pinsets.yml")
     # a model every pin set refuses without trust_remote_code needs the variable whatever else blocks
-    order = ["trust", "gpu", "kernel", "driver", "glibc", "python", "machine", "attention", "nvcc"]
+    order = ["trust", "gpu", "kernel", "quant", "driver", "glibc", "python", "machine", "attention", "nvcc"]
     common = [c for c in order if all(any(b.check == c for b in bl) for _, bl in runs)]
     check = common[0] if common else next(b.check for b in runs[0][1])
     mine = [(p, next(b for b in bl if b.check == check)) for p, bl in runs if any(b.check == check for b in bl)]
@@ -331,6 +377,31 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
                         hint=_hint(check, runs, kb, engine, facts, gpus, rule, choices, chosen=False))
 
 
+def _unserved(kb: KB, name: str, rule: ModelRule, arch: str, results: list[tuple[Pinset, list[Blocked]]],
+              evidence: str, target: str) -> ResolveError:
+    """Every candidate's sglang lacks the architecture (or the model type): name the releases that have it."""
+    pinned, newer = registry.releases_with(kb, arch)
+    versions_ = ", ".join(sorted({p.version for p, _ in results}, key=versions.parse))
+    if pinned:      # a pin set left out of the candidates (opt-in, engine_version) has it
+        have = f"pinned sglang releases that have it: {', '.join(pinned)}"
+        hint = "set engine_version: or pinset: to a pin set of one of those releases"
+    elif newer:
+        have = f"newer sglang releases on PyPI that have it: {', '.join(newer)}"
+        hint = (f"propose a pin set for sglang {newer[0]} (inv kb.refresh --propose --release {newer[0]}) and "
+                "move it into compat/pinsets.yml after review (docs/kb-refresh.md)")
+    else:
+        have = f"no sglang release has it yet (read up to {registry.newest_read(kb)})"
+        hint = ("none yet: wait for an sglang release whose model registry has it (inv kb.refresh reads each new "
+                "release), or serve a model of an architecture sglang has")
+    said = next(b.text for _, bl in results for b in bl if b.check == "registry")
+    if registry.serves(kb, results[0][0], rule.model.architectures if rule.model else ()):
+        message = f"no {name} pin set runs {rule.label}: {said}"
+    else:
+        message = (f"no {name} pin set runs {rule.label}: the model registry of the pinned sglang ({versions_}) has "
+                   f"no {arch}; {have}")
+    return ResolveError(message, target=target, evidence=f"rule source: {registry.SOURCE}\n{evidence}", hint=hint)
+
+
 def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: str, facts: Facts,
           gpus: GpuSet | None, rule: ModelRule, choices: Choices, chosen: bool) -> str:
     needs = [b.need for _, bl in runs for b in bl if b.check == check and b.need]
@@ -350,6 +421,10 @@ def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: 
         parts.append("use a pin set whose torch is CUDA >= 12.9 (flashinfer's JIT on SM 12.x)")
     elif check == "gpu":
         parts.append("use a pin set with a newer CUDA for this GPU")
+    elif check == "quant":
+        parts.append((f"use a GPU of compute capability >= {min(needs, key=versions.parse)} for this checkpoint, "
+                      if needs else "use another GPU for this checkpoint, ")
+                     + "or a checkpoint of another quantization (BF16, FP8)")
     elif check == "kernel":
         parts.append("use a pin set whose kernel wheel has code for this GPU (compat/kernel_sms.yml)")
     elif check == "trust":
