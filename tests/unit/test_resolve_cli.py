@@ -78,8 +78,9 @@ def test_snapshot_with_a_set_variable(tmp_path: Path):
     plan = json.loads(out.stdout)
     argv = plan["servers"][0]["argv"]
     assert argv[argv.index("--mem-fraction-static") + 1] == "0.85"
-    # no model there to read an architecture from, so no derived pick: the architecture's default
-    assert argv[argv.index("--attention-backend") + 1] == "fa3"
+    # no model there to read an architecture from, so nothing derived and no rule: left to SGLang
+    assert "--attention-backend" not in argv
+    assert any(d["decision"] == "attention backend" and d["value"] == "left to SGLang" for d in plan["decisions"])
 
 
 def test_refusal_exits_2_with_message_and_hint(qwen36_dir: Path):

@@ -55,9 +55,12 @@ def test_a_backend_the_rows_do_not_list_is_sglangs_business_for_a_dense_model():
     assert "--attention-backend" not in plan.servers[0].argv
 
 
-def test_without_derived_data_the_architecture_default_is_passed():
+def test_without_derived_data_nothing_is_forced_and_the_choice_is_left_to_sglang():
+    # issue 38: the GPU's default for other models is not passed for an architecture nothing was derived for
     plan = resolve(field_notes(), kb=replace(KB, sglang_picks={}))
-    assert flags_of(plan.servers[0].argv)["--attention-backend"] == "flashinfer"
+    assert "--attention-backend" not in plan.servers[0].argv
+    assert plan.decision("attention backend").value == "left to SGLang"
+    assert "not derived" in plan.decision("attention backend").reason
 
 
 def test_the_inventorys_choice_still_wins_over_sglangs():

@@ -197,6 +197,16 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
         preferred = _preferred(kb, p, arch, rule, choices, fact, trail)
         if preferred:
             return preferred
+        if not _derived(kb, p, rule, arch.cc):
+            # no rule names this architecture and nothing says what SGLang picks for it: its own choice (a
+            # per-model override such as DeepSeek-V4's dsv4) is kept, not the GPU's default for other models
+            name = rule.model.architectures[0] if rule.model and rule.model.architectures else "this model"
+            trail.decide("attention backend", "left to SGLang",
+                         f"no rule names {name}, and what sglang {p.version} picks for it on compute capability "
+                         f"{arch.cc} is not derived (inv kb.refresh judges the reference configs only); gpunode "
+                         f"passes no flag rather than the default for other models ({arch.attention_default})",
+                         fact=fact, rule=f"{arch.where} archs[{arch.cc}]", source=DERIVED_SOURCE)
+            return _mm_attention(kb, p, arch, rule, fact, trail)
         backend, why, source = attention.default(arch, p.version, rule.hybrid)
         own = _sglang_pick(kb, p, rule, arch.cc)
         if own is not None and _holds(arch, own, p.version, rule.hybrid):
@@ -270,6 +280,13 @@ def _sglang_pick(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> str | None:
     picked = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) or {}
     own = picked.get("attention_backend")
     return str(own) if own else None
+
+
+def _derived(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> bool:
+    """Whether `inv kb.refresh` judged this model's architecture with the pin set's sglang on this GPU."""
+    if not rule.model or not rule.model.architectures:
+        return False
+    return kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) is not None
 
 
 def _sglang_rejects(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> dict[str, str]:
