@@ -421,6 +421,9 @@ def _hint(check: str, runs: list[tuple[Pinset, list[Blocked]]], kb: KB, engine: 
         parts.append("use a pin set whose torch is CUDA >= 12.9 (flashinfer's JIT on SM 12.x)")
     elif check == "gpu":
         parts.append("use a pin set with a newer CUDA for this GPU")
+    elif check == "registry":
+        parts.append(f"use a pin set whose sglang has it (sglang >= {min(needs, key=versions.parse)})" if needs
+                     else "none of the pinned sglang releases serves it")
     elif check == "quant":
         parts.append((f"use a GPU of compute capability >= {min(needs, key=versions.parse)} for this checkpoint, "
                       if needs else "use another GPU for this checkpoint, ")
