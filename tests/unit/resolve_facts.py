@@ -78,10 +78,11 @@ def cpu_box(model: Model | None = TINY_QWEN3) -> Facts:
 
 def backend_of(plan) -> str:
     """The attention backend a server runs with: the one passed, or SGLang's own pick where the plan
-    leaves it to SGLang (the derived data, compat/derived/sglang-choices.yml)."""
+    leaves it to SGLang (the derived data, compat/derived/sglang-choices.yml); "" where it is left to
+    SGLang for an architecture nothing was derived for (SGLang's choice, unknown here)."""
     argv = plan.servers[0].argv
     if "--attention-backend" in argv:
         return argv[argv.index("--attention-backend") + 1]
     value = plan.decision("attention backend").value
-    assert value.startswith("left to SGLang ("), value
-    return value.removeprefix("left to SGLang (").removesuffix(")")
+    assert value.startswith("left to SGLang"), value
+    return value.removeprefix("left to SGLang").removeprefix(" (").removesuffix(")")
