@@ -10,6 +10,7 @@ Nothing here prints: progress and events go to callbacks the CLI provides.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import threading
 from collections.abc import Callable, Sequence
@@ -77,8 +78,17 @@ def check_driver(raw: snapshot.RawFacts, facts: Facts, target: Target) -> None:
 
 def target_vars(target: Target) -> dict[str, Any]:
     """A copy of the target's variables; role defaults are its lowest layer (Inventory.target(defaults=...)).
-    Where the model is staged and loaded from is the plan's (Plan.weights, Plan.model.path)."""
-    return dict(target.vars)
+    Where the model is staged and loaded from is the plan's (Plan.weights, Plan.model.path).
+    A fleet member's servers listen on its fleet address unless the inventory gives `host`
+    (docs/fleet.md 'Keys'): reachable by the router, not on every interface of the node."""
+    v = dict(target.vars)
+    if v.get("fleet_router") and not v.get("fleet_router_only") and not v.get("host"):
+        from gpunode.fleet.endpoint import address_of
+
+        # a container without fleet_address stays as it was: fleet/provision.check_members refuses it by name
+        with contextlib.suppress(InventoryError):
+            v["host"] = address_of(target)
+    return v
 
 
 class Planner:

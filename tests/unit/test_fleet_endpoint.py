@@ -158,7 +158,8 @@ def test_the_apply_adds_and_removes_over_the_routers_api():
     (cmd,) = step("http://127.0.0.1:31001").commands()
     script = cmd.argv[2]
     assert cmd.argv[0] == "/opt/gpunode/venvs/router/bin/python"
-    assert 'call("POST", "/workers", {"url": url})' in script and 'call("DELETE", "/workers/" + w["id"])' in script
+    assert '{"url": url, "api_key": key} if key else {"url": url}' in script
+    assert 'call("DELETE", "/workers/" + w["id"])' in script
     assert json.loads((DATA / "post-workers-202.json").read_text())["status"] == "accepted"
 
 

@@ -57,7 +57,7 @@ def inv(tmp_path, monkeypatch, capsys):
 
     asked: list[str] = []
 
-    def recorded(transport, auth="", sample=1.0):
+    def recorded(transport, auth="", sample=1.0, fleet_auth=""):
         asked.append(transport.name)
         if transport.name not in ANSWERS:
             raise ConnectError(f"container {transport.name.split('/')[-1]} on lab is not running",

@@ -44,12 +44,13 @@ def random_prompts(spec):
     return out
 
 
-async def one(session, url, body, t0, timeout):
+async def one(session, url, body, t0, timeout, key=""):
     start = time.perf_counter()
     ttft, tokens, chunks, prompt_tokens, error = -1.0, 0, 0, 0, ""
     done = False
     try:
         async with session.post(url + "/v1/completions", json=body,
+                                headers={"Authorization": "Bearer " + key} if key else None,
                                 timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
             if resp.status != 200:
                 text = (await resp.text())[:200].replace("\n", " ")
@@ -96,7 +97,7 @@ async def endpoint_load(session, ep, prompts, req, t0, progress):
             body = {"model": ep["model"], "prompt": p["prompt"], "max_tokens": p.get("max_tokens") or req["output_len"],
                     "temperature": req["temperature"], "stream": True, "stream_options": {"include_usage": True},
                     "ignore_eos": req["ignore_eos"]}
-            records.append(await one(session, ep["url"], body, t0, req["timeout_s"]))
+            records.append(await one(session, ep["url"], body, t0, req["timeout_s"], ep.get("api_key", "")))
             progress()
 
     await asyncio.gather(*(worker() for _ in range(ep["concurrency"])))
@@ -115,7 +116,7 @@ async def paced_load(session, ep, prompts, req, t0, progress):
 
     async def send(body):
         try:
-            records.append(await one(session, ep["url"], body, t0, req["timeout_s"]))
+            records.append(await one(session, ep["url"], body, t0, req["timeout_s"], ep.get("api_key", "")))
             progress()
         finally:
             gate.release()
@@ -155,7 +156,8 @@ async def main(req):
         for ep in req["endpoints"]:  # one request each, not measured: first-request costs stay out
             body = {"model": ep["model"], "prompt": prompts[0]["prompt"], "max_tokens": 4, "stream": True,
                     "ignore_eos": req["ignore_eos"]}
-            warm.append(await one(session, ep["url"], body, time.perf_counter(), req["timeout_s"]))
+            warm.append(await one(session, ep["url"], body, time.perf_counter(), req["timeout_s"],
+                                  ep.get("api_key", "")))
         t0, t0_wall = time.perf_counter(), time.time()
         results = await asyncio.gather(*((paced_load if ep.get("rate") else endpoint_load)(
             session, ep, prompts, req, t0, progress) for ep in req["endpoints"]))

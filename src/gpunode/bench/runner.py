@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 
-from gpunode import __version__
+from gpunode import __version__, listen
 from gpunode.bench import stats
 from gpunode.bench.schema import SCHEMA
 from gpunode.errors import StepError, tail
@@ -32,6 +32,7 @@ Progress = Callable[[int, int, str], None]
 class Endpoint:
     name: str
     url: str
+    key: str = field(default="", repr=False)  # its API key: goes to the client on stdin, in no result
 
 
 @dataclass
@@ -75,9 +76,16 @@ class Layout:
     fleet_workers: int = 0  # > 0: `router` is a fleet router with that many servers behind it
 
 
-def layout(plan: Plan) -> Layout:
-    servers = [Endpoint(s.name, f"http://127.0.0.1:{s.port}") for s in plan.servers]
-    router = Endpoint("router", f"http://127.0.0.1:{plan.router.port}") if plan.router else None
+def _host(args: tuple[str, ...]) -> str:
+    """Where a server listens (its --host): a fleet member's on its fleet address, not loopback."""
+    found = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--host"]
+    return found[-1] if found else "127.0.0.1"
+
+
+def layout(plan: Plan, key: str = "") -> Layout:
+    """key: the servers' API key (server_api_key), which their router takes too (secretfiles)."""
+    servers = [Endpoint(s.name, listen.url(_host(s.args), s.port), key) for s in plan.servers]
+    router = Endpoint("router", f"http://127.0.0.1:{plan.router.port}", key) if plan.router else None
     return Layout(servers, router, plan.model.served_model_name, posixpath.join(plan.model.path, "tokenizer.json"),
                   posixpath.join(plan.venv, "bin", "python"), plan.engine, plan.pinset)
 
@@ -92,8 +100,8 @@ def client_request(spec: Spec, lay: Layout, label: str, endpoints: list[tuple[En
                                     "input_len": spec.input_len}
     return {"label": label, "prompts": prompts, "output_len": spec.output_len, "temperature": spec.temperature,
             "ignore_eos": spec.ignore_eos, "timeout_s": spec.timeout_s,
-            "endpoints": [{"name": e.name, "url": e.url, "model": lay.model, "concurrency": c, "requests": n}
-                          for e, c, n in endpoints]}
+            "endpoints": [{"name": e.name, "url": e.url, "model": lay.model, "concurrency": c, "requests": n,
+                           **({"api_key": e.key} if e.key else {})} for e, c, n in endpoints]}
 
 
 def run_step(target: Transport, lay: Layout, request: dict[str, Any], progress: Progress | None) -> dict[str, Any]:
@@ -142,13 +150,13 @@ def steps(spec: Spec, lay: Layout) -> list[tuple[str, int, list[tuple[Endpoint, 
 
 def bench(target: Transport, plan: Plan, spec: Spec, progress: Progress | None = None,
           on_run: Callable[[dict[str, Any]], None] | None = None,
-          fleet: tuple[str, int] | None = None) -> dict[str, Any]:
+          fleet: tuple[str, int] | None = None, key: str = "", fleet_key: str = "") -> dict[str, Any]:
     """fleet: (the fleet router's URL as `target` reaches it, its number of workers): bench only
     through it, from `target` (a member: its engine venv runs the client, its model's tokenizer
-    makes the prompts)."""
-    lay = layout(plan)
+    makes the prompts). key: the servers' API key; fleet_key: the fleet router's (clients') key."""
+    lay = layout(plan, key)
     if fleet is not None:
-        lay.router, lay.fleet_workers = Endpoint("fleet-router", fleet[0]), fleet[1]
+        lay.router, lay.fleet_workers = Endpoint("fleet-router", fleet[0], fleet_key), fleet[1]
     runs = []
     client: dict[str, Any] = {}
     for phase, c, eps in steps(spec, lay):

@@ -63,7 +63,8 @@ def _eta_inputs(job_samples, job_output_tokens, job):
 
 
 def _fleet_runs(inv, targets, sets, session) -> list:
-    """--fleet: (the member whose engine venv runs the client, (the fleet router's URL, its workers)) per fleet."""
+    """--fleet: (the member whose engine venv runs the client, (the fleet router's URL, its workers, its
+    clients' key)) per fleet."""
     from gpunode import pipeline
     from gpunode.bench.inputs import BenchInputError
     from gpunode.fleet import endpoint
@@ -83,7 +84,8 @@ def _fleet_runs(inv, targets, sets, session) -> list:
         router = fleetp.router_target(every, fleets[name], members[0])
         host, port = endpoint.router_listen(router)
         reach = endpoint.address_of(router) if host in endpoint.WILDCARD else host
-        out.append((members[0], (endpoint.local_url(reach, port), workers)))
+        key = str(router.vars.get(endpoint.CLIENT_KEY) or "")
+        out.append((members[0], (endpoint.local_url(reach, port), workers, key)))
     return out
 
 
@@ -140,7 +142,10 @@ def bench(c, host=None, ct=None, group=None, concurrency="16", input_len=None, o
                 plan = pipeline.prepare(target, transport).plan
                 bar = render.StepBars(console)
                 try:
-                    doc = run_bench(transport, plan, spec, progress=bar, on_run=bar.done, fleet=through)
+                    doc = run_bench(transport, plan, spec, progress=bar, on_run=bar.done,
+                                    fleet=through[:2] if through else None,
+                                    key=str(target.vars.get("server_api_key") or ""),
+                                    fleet_key=through[2] if through else "")
                 finally:
                     bar.stop()
                 stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -30,7 +30,8 @@ def _control(action: str, host, ct, group, server, router, json, inventory, set_
         for target in targets:  # one after the other: a group restart never takes every node down at once
             transport = session.transport(target)
             auth = curl_auth(str(target.vars.get("server_api_key") or ""))
-            report = status.parse(target.name, gather.gather(transport, auth, sample=0))
+            fleet_auth = curl_auth(str(target.vars.get("fleet_router_api_key") or ""))
+            report = status.parse(target.name, gather.gather(transport, auth, sample=0, fleet_auth=fleet_auth))
             units = control.select(report, server, router)
             wait = parse_int(grace if grace is not None else target.vars.get("servers_ready_grace_s", 1800),
                              "--grace", 1, 86400, "e.g. --grace 600")
@@ -141,7 +142,9 @@ def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=N
         for target in targets:  # one after the other, as inv restart
             transport = session.transport(target)
             key = str(target.vars.get("server_api_key") or "")
-            report = status.parse(target.name, gather.gather(transport, curl_auth(key), sample=0))
+            fleet_auth = curl_auth(str(target.vars.get("fleet_router_api_key") or ""))
+            report = status.parse(target.name, gather.gather(transport, curl_auth(key), sample=0,
+                                                             fleet_auth=fleet_auth))
             wait = parse_int(grace if grace is not None else target.vars.get("servers_ready_grace_s", 1800),
                              "--grace", 1, 86400, "e.g. --grace 600")
             drain = parse_int(target.vars.get("servers_drain_s", 300), "servers_drain_s", 0, 86400, "e.g. 300")

@@ -38,11 +38,12 @@ def targets_of(inventory, host, ct, group, set_, limit=None):
 def _status_of(session, target, sample: float):
     from gpunode.errors import GpunodeError
     from gpunode.fleet import gather, status
+    from gpunode.fleet.endpoint import CLIENT_KEY
     from gpunode.roles.servers.secretfiles import curl_auth
 
     try:
         text = gather.gather(session.transport(target), curl_auth(str(target.vars.get("server_api_key") or "")),
-                             sample)
+                             sample, curl_auth(str(target.vars.get(CLIENT_KEY) or "")))
     except GpunodeError as exc:
         report = status.Report(target.name)
         report.notes.append(str(exc))

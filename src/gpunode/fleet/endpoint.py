@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpunode import listen
@@ -36,6 +36,10 @@ class Worker:
     url: str
     target: str
     server: str
+    key: str = field(default="", repr=False)  # the server's --api-key, which the router sends it
+
+
+CLIENT_KEY = "fleet_router_api_key"  # the key clients give the fleet router (its own --api-key)
 
 
 @dataclass(frozen=True)
@@ -84,24 +88,34 @@ def _plain_address(target: Any, given: str) -> str:
 def workers(member: Target, plan: Plan) -> list[Worker]:
     """The member's servers as the router reaches them; refused when they listen on loopback only."""
     host = reachable(member)
-    return [Worker(f"http://{host}:{s.port}", member.name, s.name) for s in plan.servers]
+    key = str(member.vars.get("server_api_key") or "")
+    return [Worker(f"http://{host}:{s.port}", member.name, s.name, key) for s in plan.servers]
 
 
 def reachable(member: Target) -> str:
     """The host part of the member's servers' URLs as the router reaches them; refused when they
-    listen on loopback only, or need an API key the fleet router does not send."""
+    listen on loopback only."""
     address = address_of(member)
-    listen = str(member.vars.get("host") or "127.0.0.1")
+    listen = str(member.vars.get("host") or address)  # pipeline.target_vars: the fleet address by default
     if listen not in (*WILDCARD, address):
         raise InventoryError(f"{member.name}: its servers listen on host={listen}, which the fleet router on "
                              f"{member.vars['fleet_router']} cannot reach at {address}", target=member.name,
                              hint=f"set host: 0.0.0.0 or host: {address} on {member.name} "
                              f"(at {member.origins.get('host', member.origins.get('fleet_router', 'the inventory'))})")
-    if member.vars.get("server_api_key"):
-        raise InventoryError(f"{member.name}: a fleet of servers with server_api_key is not supported yet",
-                             target=member.name, hint="drop server_api_key from the fleet's members, or "
-                             "drop fleet_router (docs/fleet.md)")
     return f"[{address}]" if ":" in address else address
+
+
+def client_key(router: Any, members: list[Any]) -> str:
+    """The key clients give the fleet router; refused when the members' servers take keys and the
+    router would take requests from anyone: the key the servers had would no longer close them."""
+    key = str(router.vars.get(CLIENT_KEY) or "")
+    keyed = [m.name for m in members if m.vars.get("server_api_key")]
+    if keyed and not key:
+        raise InventoryError(f"{router.name}: the fleet router would answer anyone, but its members' servers take "
+                             f"an API key ({', '.join(keyed)})", target=router.name,
+                             hint=f"set {CLIENT_KEY} on {router.name} (inventory or --set; a secret like "
+                             "server_api_key: docs/fleet.md 'Keys')")
+    return key
 
 
 def router_listen(router: Any) -> tuple[str, int]:

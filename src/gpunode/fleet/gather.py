@@ -34,10 +34,12 @@ def sections(text: str) -> list[tuple[str, list[str], list[str]]]:
     return out
 
 
-def gather(target: Transport, auth: str = "", sample: float = 1.0) -> str:
-    """Run the script on the target; its whole output (parse with status.parse)."""
+def gather(target: Transport, auth: str = "", sample: float = 1.0, fleet_auth: str = "") -> str:
+    """Run the script on the target; its whole output (parse with status.parse). auth and fleet_auth:
+    the curl config lines (secretfiles.curl_auth) for its servers and router, and for its fleet router."""
     seconds = f"{sample:g}"
+    lines = auth.rstrip("\n") + "\n" + fleet_auth.rstrip("\n") + "\n"
     result = target.run(shell.sh(SCRIPT, seconds, ",".join(PROPERTIES), ROUTER_UNIT, FLEET_UNIT, FLEET_MAP),
-                        stdin=auth.encode(), timeout=120 + sample)
+                        stdin=lines.encode(), timeout=120 + sample)
     result.check("gathering the status (systemctl, curl, journalctl)")
     return result.stdout

@@ -1,12 +1,12 @@
 # shellcheck shell=sh
 # `inv status` in one round trip (gpunode.fleet.gather runs it, gpunode.fleet.status parses it).
-# stdin: the curl config (the servers' API key header, when they need one); it reaches curl
-# through a pipe from printf (a builtin): never an argv. $1: seconds between the two /metrics
+# stdin: two lines of curl config: the servers' API key header, then the fleet router's (either
+# empty when not needed); each reaches curl through a pipe from printf (a builtin): never an argv. $1: seconds between the two /metrics
 # samples (0: one sample); $2: the unit properties to print; $3, $4: the router's and
 # the fleet router's unit; $5: the fleet router's map of workers. Each section starts with a line
 # "@@section NAME [UNIT [TIME]]"; nothing a server prints can start with that (/metrics lines
 # start with a metric name and JSON with '{').
-auth=$(cat); sample=$1; props=$2; router_unit=$3; fleet_unit=$4; fleet_map=$5
+IFS= read -r auth || true; IFS= read -r fleet_auth || true; sample=$1; props=$2; router_unit=$3; fleet_unit=$4; fleet_map=$5
 failure='error|exception|traceback|killed|out of memory|oom|fatal|panicked|main process exited'
 failure="$failure|failed with result|start request repeated|failed to start|timed out"
 units=""
@@ -40,15 +40,16 @@ printf '%s\n' "$ports" | while read -r id port mport host; do
   # a server or router on a wildcard is asked on loopback, one bound to an address (a fleet's) there
   case "$host" in ""|0.0.0.0) host=127.0.0.1;; esac
   case "$id" in "$router_unit"|"$fleet_unit") router=1;; *) router="";; esac
+  key=$auth; [ "$id" = "$fleet_unit" ] && key=$fleet_auth
   echo "@@section port $id"; echo "$port $mport"
   if [ -n "$router" ]; then path=/readiness; else path=/health; fi
   echo "@@section health $id"
   curl -s -o /dev/null -w '%{http_code}\n' --max-time 3 "http://$host:$port$path" 2>/dev/null || true
   echo "@@section models $id"
-  printf '%s\n' "$auth" | curl -s --max-time 3 -K - "http://$host:$port/v1/models" 2>/dev/null; echo
+  printf '%s\n' "$key" | curl -s --max-time 3 -K - "http://$host:$port/v1/models" 2>/dev/null; echo
   if [ -n "$router" ]; then
     echo "@@section workers $id"
-    printf '%s\n' "$auth" | curl -s --max-time 3 -K - "http://$host:$port/workers" 2>/dev/null; echo
+    printf '%s\n' "$key" | curl -s --max-time 3 -K - "http://$host:$port/workers" 2>/dev/null; echo
     [ -z "$mport" ] && mport=29000
     metrics metrics "$id" "$mport"
   else

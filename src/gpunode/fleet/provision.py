@@ -44,8 +44,10 @@ def check_members(targets: Sequence[Any], every: list[Any]) -> None:
     for t in targets:
         name = str(t.vars.get("fleet_router") or "")
         if name and not t.vars.get("fleet_router_only"):
-            endpoint.address_of(router_target(every, fleets[name], t))
+            router = router_target(every, fleets[name], t)
+            endpoint.address_of(router)
             endpoint.reachable(t)
+            endpoint.client_key(router, [m for m in every if m.name in fleets[name].members])
 
 
 def provision_fleets(planners: Sequence[Any], every: list[Any], transport_of: Callable[[Any], Any], *,

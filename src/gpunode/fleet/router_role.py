@@ -46,6 +46,7 @@ def router_only(target: str, kb: Any, rp: RouterPlan) -> Plan:
 
 def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) -> list[RolePlan]:
     """router: its inventory Target (role defaults layered in); workers: every member's servers."""
+    from gpunode.fleet import keys as fleet_keys
     from gpunode.resolve import load
     from gpunode.roles.base.role import build as base_build
     from gpunode.roles.engine.role import interpreter, locking
@@ -71,20 +72,31 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
                     **locking(ctx, rp.lock), **source)]
     host, port = endpoint.router_listen(router)
     head, tail = endpoint.router_argv(venv, module, host, port, policy)
+    client = str(v.get(endpoint.CLIENT_KEY) or "")
+    local = endpoint.local_url(host, port)
+    secrets, keyed = fleet_keys.files(client, workers, module, local)
+    if client:
+        # `python LAUNCH args`: the launch moves the key into argv in memory, and registers the workers
+        # with their keys each time the router starts; none goes in $WORKER_URLS without its key.
+        head = [head[0], fleet_keys.LAUNCH_FILE, *head[3:]]
     urls = [w.url for w in workers]
     # The env file is what a (re)start reads; changing it restarts nothing (FleetWorkers adds live).
     what = "the fleet router's command line"
     exec_start = f"{exec_line(head, what)} $WORKER_URLS {' '.join(exec_word(a, what) for a in tail)}"
-    files = [File(path=endpoint.ENV_FILE, content=env_text({"HOME": "/root", "WORKER_URLS": " ".join(urls)})),
+    start_urls = "" if client else " ".join(urls)
+    files = [File(path=endpoint.ENV_FILE, content=env_text({"HOME": "/root", "WORKER_URLS": start_urls})),
              File(path=endpoint.WORKERS_FILE, content=endpoint.workers_text(workers)),
+             *keyed,
              Template(path=f"/etc/systemd/system/{endpoint.FLEET_UNIT}", template="servers/router.service.j2",
                       # no count of workers here: a node that joins must not change (and restart) the unit
                       vars={"workers": unit_text("a fleet's"), "policy": unit_text(policy, "fleet_router_policy"),
                             "server_units": unit_text(""), "env_file": unit_path(endpoint.ENV_FILE),
-                            "secrets_file": unit_text(""),
+                            "secrets_file": secrets.unit_var(),
                             "workdir": unit_path("/var/lib/gpunode"), "exec_start": ExecLine(exec_start)},
-                      notify=("daemon-reload", f"restart:{endpoint.FLEET_UNIT}"))]
+                      notify=("daemon-reload", f"restart:{endpoint.FLEET_UNIT}")),
+             *fleet_keys.stale(secrets)]
     return [*base_build(ctx), RolePlan("fleet-router", [*install, *files]),
             RolePlan("fleet-services", [Service(name=endpoint.FLEET_UNIT, enabled=True, running=True)]),
             RolePlan("fleet-workers", [FleetWorkers(url=endpoint.local_url(host, port), python=f"{venv}/bin/python",
-                                                    workers=urls, grace_s=int(v.get("servers_ready_grace_s", 300)))])]
+                                                    workers=urls, grace_s=int(v.get("servers_ready_grace_s", 300)),
+                                                    keys_file=fleet_keys.KEYS_FILE if client else "")])]

@@ -20,14 +20,54 @@ from typing import ClassVar
 from gpunode import shell
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step
 
-# Runs with the router venv's Python on the router's target: stdlib only.
-_APPLY = r"""
-import json, sys, time, urllib.request
-base, grace, want = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
+REGISTERED = "/etc/gpunode/fleet-router.registered.json"  # fleet/keys.py REGISTERED_FILE
+
+# Both run with the router venv's Python on the router's target, stdlib only. With keys
+# (fleet/keys.py), the keys file (0600, root's) gives the router's key for its worker API and
+# each worker's key; REGISTERED holds sha256(key) per worker the router was last given, so a
+# changed key is seen (GET /workers does not list keys) and changed in place (PUT).
+_KEYS = r"""
+import hashlib, json, os, sys, urllib.request
+def keys(path):
+    if not path or not os.path.exists(path):
+        return "", {}
+    with open(path) as f:
+        doc = json.load(f)
+    return doc["client"], doc["workers"]
+def digest(key):
+    return hashlib.sha256(key.encode()).hexdigest() if key else ""
+def registered(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+def headers(client):
+    h = {"Content-Type": "application/json"}
+    if client:
+        h["Authorization"] = "Bearer " + client
+    return h
+"""
+_PROBE = _KEYS + r"""
+base, path, done = sys.argv[1], sys.argv[2], sys.argv[3]
+client, want = keys(path)
+try:
+    with urllib.request.urlopen(urllib.request.Request(base + "/workers", headers=headers(client)), timeout=3) as r:
+        doc = json.loads(r.read() or b"null")
+except (OSError, ValueError):
+    sys.exit(0)
+before = registered(done)
+doc["gpunode_stale"] = sorted(u for u, k in want.items() if k and before.get(u) != digest(k))
+print(json.dumps(doc))
+"""
+_APPLY = _KEYS + r"""
+import time
+base, grace, path, done, want = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
+client, wkeys = keys(path)
 deadline = time.monotonic() + grace
 def call(method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(base + path, data=data, method=method, headers=headers(client))
     with urllib.request.urlopen(req, timeout=5) as r:
         return json.loads(r.read() or b"null")
 def listed():
@@ -39,9 +79,14 @@ def listed():
                 sys.exit(f"the fleet router at {base} does not answer: {e}")
             time.sleep(0.5)
 have = listed()
+before = registered(done)
 for url in want:
+    key = wkeys.get(url, "")
     if url not in have:
-        call("POST", "/workers", {"url": url}); print(f"added {url}", flush=True)
+        call("POST", "/workers", {"url": url, "api_key": key} if key else {"url": url})
+        print(f"added {url}", flush=True)
+    elif key and before.get(url) != digest(key):
+        call("PUT", "/workers/" + have[url]["id"], {"api_key": key}); print(f"new key for {url}", flush=True)
 for url, w in have.items():
     if url not in want:
         call("DELETE", "/workers/" + w["id"]); print(f"removed {url}", flush=True)
@@ -53,8 +98,23 @@ while True:
     if time.monotonic() > deadline:
         sys.exit(f"after {grace:.0f} s the fleet router still differs at: {', '.join(bad)}")
     time.sleep(0.5)
+if path:
+    fd = os.open(done + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({u: digest(wkeys.get(u, "")) for u in want}, f)
+    os.replace(done + ".tmp", done)
 print(f"{len(want)} workers, all healthy", flush=True)
 """
+
+
+def stale(output: str) -> list[str]:
+    """The workers whose key changed since the router was given one (the probe's gpunode_stale)."""
+    try:
+        data = json.loads(output or "null")
+    except ValueError:
+        return []
+    found = data.get("gpunode_stale") if isinstance(data, dict) else None
+    return [u for u in found if isinstance(u, str)] if isinstance(found, list) else []
 
 
 def listed(output: str) -> dict[str, bool] | None:
@@ -75,6 +135,7 @@ class FleetWorkers(Step):
 
     + url: the router as its own target reaches it, e.g. http://10.0.0.3:30100
     + python: the router venv's Python (the apply's HTTP client)
+    + keys_file: with keys (fleet/keys.py), the 0600 file of the router's and the workers' keys
     """
 
     changes_facts: ClassVar[bool] = False
@@ -83,12 +144,15 @@ class FleetWorkers(Step):
     python: str = ""
     workers: list[str] = field(default_factory=list)
     grace_s: int = 300
+    keys_file: str = ""
 
     @property
     def id(self) -> str:
         return f"fleet-workers:{self.url}"
 
     def probe(self) -> list[str]:
+        if self.keys_file:
+            return [self.python, "-c", _PROBE, self.url, self.keys_file, REGISTERED]
         return ["curl", "-s", "--max-time", "3", f"{self.url}/workers"]
 
     def check(self, probe: Probe) -> Outcome:
@@ -98,14 +162,17 @@ class FleetWorkers(Step):
         add = [u for u in self.workers if u not in have]
         drop = sorted(u for u in have if u not in self.workers)
         sick = [u for u in self.workers if u in have and not have[u]]
-        if not (add or drop or sick):
+        rekey = [u for u in stale(probe.output) if u in have]
+        if not (add or drop or sick or rekey):
             return NoChange(f"the router lists all {len(self.workers)} workers, each healthy")
         parts = [f"add {', '.join(add)}" if add else "", f"remove {', '.join(drop)}" if drop else "",
+                 f"give {', '.join(rekey)} its new key" if rekey else "",
                  f"wait for {', '.join(sick)} to be healthy" if sick else ""]
         return Change("; ".join(p for p in parts if p))
 
     def commands(self) -> list[Command]:
-        return [Command((self.python, "-c", _APPLY, self.url, str(self.grace_s), *self.workers),
+        return [Command((self.python, "-c", _APPLY, self.url, str(self.grace_s), self.keys_file,
+                         REGISTERED if self.keys_file else "", *self.workers),
                         f"registering {len(self.workers)} workers with the fleet router", timeout=self.grace_s + 30,
                         failure="the fleet router's workers did not become the fleet's servers",
                         hint="inv status shows the router's view; each worker's /health must answer from the "
