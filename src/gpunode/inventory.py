@@ -351,12 +351,12 @@ def load(path: str | Path) -> Inventory:
     """Load an inventory folder (hosts.yml + group_vars/ + host_vars/) or a single YAML file."""
     src = Path(path)
     if src.is_dir():
-        found = [src / n for n in MAIN_FILES if os.path.lexists(src / n) and not (src / n).is_dir()]
-        if len(found) > 1:
+        mains = [src / n for n in MAIN_FILES if os.path.lexists(src / n) and not (src / n).is_dir()]
+        if len(mains) > 1:
             # one would be read and the other ignored without a word (issue 41: hosts.yaml beside hosts.yml)
-            raise InventoryError(f"inventory folder {src} has {' and '.join(p.name for p in found)}: only one "
+            raise InventoryError(f"inventory folder {src} has {' and '.join(p.name for p in mains)}: only one "
                                  "would be read", hint="merge them into one file, or pass the file itself with -i")
-        main = found[0] if found else None
+        main = mains[0] if mains else None
         if main is None:
             raise InventoryError(f"no hosts.yml in inventory folder {src}", hint="create one; see inventory/example "
                                  "(an Ansible INI inventory there is read as hosts.ini, inventory.ini or hosts)")
