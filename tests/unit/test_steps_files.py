@@ -156,7 +156,7 @@ def test_template_renders_with_header_and_refuses_undefined_variables(tmp_path):
     assert script.splitlines()[:2] == ["#!/bin/sh", "# managed by gpunode (template demo/run.sh.j2); "
                                        "local changes will be overwritten"]
     assert render("demo/app.conf.j2", {"port": 1}, root=root, comment=None) == "port=1\n"
-    with pytest.raises(StepError, match="template demo/app.conf.j2 uses a variable that is not set: 'port'"):
+    with pytest.raises(StepError, match=r"template demo/app.conf.j2 line \d+ uses a variable that is not set: 'port'"):
         render("demo/app.conf.j2", {}, root=root)
 
 

@@ -69,3 +69,13 @@ def test_a_template_file_goes_through_the_reader_of_user_files(tmp_path, make, s
     make(tmp_path / "odd.conf.j2")
     with pytest.raises(StepError, match=re.escape(said)):
         render_from("odd.conf.j2", {}, root=tmp_path)
+
+
+def test_an_undefined_variable_is_named_with_the_templates_line(tmp_path):
+    """issue 41: "'dict object' has no attribute 'b'" said neither where nor which."""
+    from gpunode.steps.render import render_from
+
+    (tmp_path / "site.conf.j2").write_text("first = 1\n\nsecond = {{ labels.rack }}\n")
+    with pytest.raises(StepError, match=r"template site.conf.j2 line 3 uses a variable that is not set: "
+                       r"'dict object' has no attribute 'rack'"):
+        render_from("site.conf.j2", {"labels": {}}, root=tmp_path)

@@ -95,7 +95,11 @@ def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None 
                         hint="check the template name in the role; templates live in "
                         "templates/<role>/") from None
     except jinja2.UndefinedError as exc:
-        raise StepError(f"template {name} uses a variable that is not set: {exc.message}",
+        # Jinja points the traceback at the template's own line: name it, since "'dict object' has no
+        # attribute 'b'" alone says neither the variable nor where (issue 41)
+        line = next((f" line {tb.tb_lineno}" for tb in _frames(exc.__traceback__)
+                     if tb.tb_frame.f_code.co_filename.endswith(name)), "")
+        raise StepError(f"template {name}{line} uses a variable that is not set: {exc.message}",
                         hint="set it in the role's defaults.yml or in the inventory") from None
     except jinja2.TemplateSyntaxError as exc:
         raise StepError(f"template {name} line {exc.lineno}: {exc.message}",
@@ -105,6 +109,14 @@ def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None 
 
         unitcheck.check(text, name.rsplit("/", 1)[-1].removesuffix(".j2"), template.filename or name, variables)
     return with_header(text, name, comment), template.filename or name
+
+
+def _frames(tb: Any) -> list[Any]:
+    out = []
+    while tb is not None:
+        out.append(tb)
+        tb = tb.tb_next
+    return out
 
 
 def _check_file(name: str, roots: tuple[str, ...]) -> None:
