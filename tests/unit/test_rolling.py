@@ -49,6 +49,9 @@ def test_each_server_is_replaced_behind_the_router_in_order_and_the_router_last(
     shown = first.commands()[0].what
     assert shown.startswith(f"replace {units[0]} behind http://127.0.0.1:30000: out, drained, restarted")
     assert "restart:gpunode-router.service" not in servers.handlers  # systemctl's own, after the servers
+    line = first.commands()[0].shown()  # what --commands prints: the script by name, not its text
+    assert line.startswith("/opt/gpunode/venvs/") and " -c <gpunode/steps/roll_server.py> " in line
+    assert "import json" not in line and len(line) < 2000
 
 
 def test_the_api_key_reaches_the_replacement_on_stdin_only():

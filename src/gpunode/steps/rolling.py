@@ -97,6 +97,18 @@ def script() -> str:
 
 
 @dataclass(frozen=True)
+class ScriptCommand(Command):
+    """A command whose argv carries a whole script (`python -c TEXT`): shown with the script's name in
+    its place, so `--commands` stays readable."""
+
+    script_name: str = ""
+
+    def shown(self) -> str:
+        words = [f"<{self.script_name}>" if i == 2 else shell.quote(w) for i, w in enumerate(self.argv)]
+        return " ".join(words) + (f"  # stdin: {len(self.stdin)} bytes" if self.stdin is not None else "")
+
+
+@dataclass(frozen=True)
 class RollingRestart:
     """The handler `restart:<unit>` of a server: out of its routers, drained, restarted, Ready and a
     canary completion, back in; a server that does not come up takes the target back one generation."""
@@ -120,8 +132,9 @@ class RollingRestart:
         routers = sorted({r.router for s in self.servers if s.unit == self.unit for r in s.routes})
         what = (f"replace {self.unit} behind {', '.join(routers)}: out, drained, restarted, Ready and a "
                 "canary, back in" if routers else f"restart {self.unit}, Ready and a canary")
-        return Command((self.python, "-c", script(), json.dumps(self.request(), sort_keys=True)), what,
-                       stdin=self.key.encode(), timeout=self.drain_s + 3 * self.ready_s + 120)
+        return ScriptCommand((self.python, "-c", script(), json.dumps(self.request(), sort_keys=True)), what,
+                             stdin=self.key.encode(), timeout=self.drain_s + 3 * self.ready_s + 120,
+                             script_name="gpunode/steps/roll_server.py")
 
     def commands(self) -> list[Command]:
         return [self._command()]
