@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import gpunode_lab.roles.demo.role  # noqa: F401  (registers the lab's demo role, whose variables are checked here)
 from gpunode import inventory, roles
 from gpunode.cli.common import select_targets
 from gpunode.errors import InventoryError
