@@ -51,6 +51,7 @@ def test_every_declared_variable_has_a_default_that_fits_its_type():
     ("base_port: 70000", ["base_port=70000", "out of range 1..65535"]),
     ("servers_start_timeout: 1h", ["servers_start_timeout='1h'", "whole seconds or \"infinity\""]),
     ("servers_start_timeout: 1000000000000000000000000000000", ["1..604800, a week"]),  # issue 41
+    (f"weights_dest_root: /{'m' * 5000}", ["is 5001 characters long, more than 4096"]),  # issue 41: no cap
     ("weights_dest_root: dev/shm", ["weights_dest_root='dev/shm'", "not an absolute path"]),
     ("weights_stage: 'no'", ["weights_stage='no'", "true or false"]),
     ("engine_installer: conda", ["engine_installer='conda'", "'uv', 'pip'"]),

@@ -49,9 +49,15 @@ def _int(value: Any, low: int | None = None, high: int | None = None) -> int:
     return value
 
 
+#: Linux's PATH_MAX; no value of a setting is longer (issue 41: 100 KB paths and names were taken)
+MAX_TEXT = 4096
+
+
 def _text(value: Any) -> str:
     if not isinstance(value, str):
         raise Bad(f"is a {type(value).__name__}, not text")
+    if len(value) > MAX_TEXT:
+        raise Bad(f"is {len(value)} characters long, more than {MAX_TEXT}")
     if _CONTROL.search(value):
         raise Bad(f"holds control characters {', '.join(control_chars(value))}")
     return value
