@@ -115,3 +115,11 @@ def test_kb_verdicts_refuses_an_unknown_pinset_and_names_the_known_ones():
                           text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode != 0
     assert "unknown SGLang pin set 'cu99-nope'" in proc.stderr and "cu13-b" in proc.stderr, proc.stderr
+
+
+def test_the_judge_digest_ignores_docstrings_and_comments_but_not_code():
+    code = 'def f(x):\n    """What f does."""\n    return x + 1  # why\n'
+    assert record.code_digest(code) == record.code_digest(code.replace("What f does.", "Said otherwise.")
+                                                          .replace("# why", "# because"))
+    assert record.code_digest(code) != record.code_digest(code.replace("x + 1", "x + 2"))
+    assert record.code_digest(code) != record.code_digest(code.replace('"""What f does."""', 'print("hi")'))
