@@ -305,7 +305,7 @@ def pinned(kb: Any) -> dict[str, dict[str, str | None]]:
 def derive(kb: Any, newer: Iterable[str] = (), *, get: Callable[[str, str], Path] = download,
            log: Callable[[str], None] = print) -> dict[str, Any]:
     pins = pinned(kb)
-    versions = sorted({str(v["sglang"]) for v in pins.values()} | set(newer), key=_key)
+    versions = sorted({str(pin["sglang"]) for pin in pins.values()} | set(newer), key=_key)
     out: dict[str, Any] = {"pinsets": pins, "newer": sorted(set(newer), key=_key), "sglang": {}, "transformers": {}}
     for v in versions:
         log(f"kb.refresh: reading sglang {v}'s model registry and quantization classes from its wheel")
