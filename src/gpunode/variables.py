@@ -24,8 +24,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpunode import yamlsrc
 from gpunode.errors import InventoryError, preview
 from gpunode.roles import varspec
 from gpunode.secrets import SECRET_HOME, holds_secret, is_secret_name
@@ -125,8 +124,11 @@ def describe(spec: str) -> str:
 
 
 def _read(package: str, *parts: str) -> dict[str, str]:
-    resource = files(package).joinpath(*parts)
-    return dict(yaml.safe_load(resource.read_text()) or {}) if resource.is_file() else {}
+    # found from gpunode's own folder: files("gpunode.resolve") would import the resolver and its
+    # knowledge base (~1 s) into `gpunode status`, which checks the variables and makes no plan
+    top, *below = package.split(".")
+    resource = files(top).joinpath(*below, *parts)
+    return dict(yamlsrc.table(resource.read_text()) or {}) if resource.is_file() else {}
 
 
 def _role_types(role: str) -> tuple[str, str, dict[str, str]]:

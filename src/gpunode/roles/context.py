@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpunode.errors import InventoryError
 from gpunode.facts.types import Facts
-from gpunode.resolve.plan import Plan
+
+if TYPE_CHECKING:  # `inv status` reaches gpunode.roles without planning: the resolver and its data stay out
+    from gpunode.resolve.plan import Plan
 
 
 @dataclass

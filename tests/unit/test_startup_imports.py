@@ -1,0 +1,60 @@
+"""Each command imports what it needs (issue 45): an offline plan without the SSH stack, `status`'s
+modules without the resolver, and a bound on how many modules a plan loads."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.unit.test_cli_import_light import cli
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+SSH_STACK = ("paramiko", "fabric", "gpunode.transport.ssh")
+
+#: Modules loaded by the offline `resolve` below, with the knowledge base read: 539 with the SSH
+#: stack (before issue 45), 383 without it. Some room for growth, none for paramiko's ~150.
+RESOLVE_MODULES = 420
+
+
+def ssh_in(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == s or m.startswith(s + ".") for s in SSH_STACK)]
+
+
+def test_an_offline_plan_loads_no_ssh_stack_and_stays_within_its_module_count():
+    out, modules = cli("resolve", "--nvidia-smi", str(DATA / "nvidia-smi/h100-x8/nvidia-smi.txt"),
+                       "--model", str(DATA / "models/gpt-oss-20b"))
+    assert "Plan for nvidia-smi: sglang" in out and "pin set" in out  # the plan was made and printed
+    assert ssh_in(modules) == []
+    assert len(modules) <= RESOLVE_MODULES, f"{len(modules)} modules (bound {RESOLVE_MODULES})"
+
+
+def test_help_and_list_load_no_ssh_stack():
+    for argv in (("--help",), ("--list",), ("--help", "resolve"), ("--help", "status")):
+        _, modules = cli(*argv)
+        assert ssh_in(modules) == [], argv
+
+
+def test_the_ssh_transport_is_still_named_by_the_transport_package():
+    from gpunode import transport
+    from gpunode.transport import ssh
+
+    assert transport.SshTransport is ssh.SshTransport and transport.SshSettings is ssh.SshSettings
+
+
+def test_what_status_imports_loads_no_resolver():
+    # the modules `gpunode status` imports in its body (cli/fleet.py); the resolver, its knowledge
+    # base and its YAML tables cost ~1 s and status makes no plan
+    probe = ("import json, sys\n"
+             "from gpunode.cli.session import Session\n"
+             "from gpunode.fleet import gather, render, status\n"
+             "from gpunode.roles.servers.secretfiles import curl_auth\n"
+             "from gpunode import variables\n"
+             "variables.registry()\n"  # status checks the inventory's variables against every reader's
+             "print(json.dumps(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "gpunode.fleet.status" in modules
+    assert [m for m in modules if m == "gpunode.resolve" or m.startswith("gpunode.resolve.")] == []
