@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from gpunode import fatbin
+from gpunode import fatbin, yamlsrc
 
 COMPAT = Path(__file__).resolve().parent / "compat"
 FILE = COMPAT / "kernel_sms.yml"
@@ -44,7 +44,7 @@ HEADER = """\
 
 def wanted() -> list[tuple[str, str, str]]:
     """(package, version, machine) of every kernel a pin set pins, on each machine it lists."""
-    data = yaml.safe_load((COMPAT / "pinsets.yml").read_text())
+    data = yamlsrc.table((COMPAT / "pinsets.yml").read_text())
     out = set()
     for p in data["pinsets"]:
         kernel = p.get("kernel")
@@ -88,7 +88,7 @@ def table(folder: Path) -> dict[str, Any]:
 
 
 def table_recorded() -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(FILE.read_text())
+    data: dict[str, Any] = yamlsrc.table(FILE.read_text())
     return data
 
 

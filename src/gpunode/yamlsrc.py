@@ -53,6 +53,17 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+#: The loader for the tables gpunode ships (compat/, facts/data/, role defaults): plain values, no
+#: file-and-line marks. libyaml's where PyYAML was built with it (~10x faster than the pure-Python
+#: loader on compat/derived/sglang-registry.yml), else the pure one: the same values either way.
+TableLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def table(text: str) -> Any:
+    """One shipped data table's values, as yaml.safe_load gives them. Not for what a user wrote:
+    that goes through load(), with its marks, its duplicate-key check and its size guards."""
+    return yaml.load(text, Loader=TableLoader)  # noqa: S506 -- a safe loader, C or Python
+
 VAULT_HINT = ("let Ansible decrypt it: `ansible-inventory -i INVENTORY --list --vault-password-file FILE > "
               "inventory.json`, then pass -i inventory.json (read it from a file only you can read); or give "
               "the secret in the environment instead")

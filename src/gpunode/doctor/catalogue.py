@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import yaml
-
+from gpunode import yamlsrc
 from gpunode.errors import InventoryError
 
 PATH = Path(__file__).resolve().parents[1] / "compat" / "doctor.yml"
@@ -32,7 +31,7 @@ class Entry:
 def load(path: Path = PATH) -> tuple[Entry, ...]:
     from gpunode.doctor.checks import CHECKS
 
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = yamlsrc.table(path.read_text(encoding="utf-8"))
     entries = []
     for i, raw in enumerate(data.get("entries") or []):
         where = f"{path} entry {i + 1} ({raw.get('id', '?')})"

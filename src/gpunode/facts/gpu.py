@@ -18,8 +18,7 @@ import re
 from dataclasses import dataclass, replace
 from importlib import resources
 
-import yaml
-
+from gpunode import yamlsrc
 from gpunode.errors import FactError
 from gpunode.facts import mig
 from gpunode.facts.cache import Group
@@ -91,7 +90,7 @@ def _na(text: str | None) -> str | None:
 
 @functools.cache
 def _cc_table() -> tuple[str, dict[str, str]]:
-    data = yaml.safe_load(resources.files("gpunode.facts").joinpath("data/compute_caps.yml").read_text())
+    data = yamlsrc.table(resources.files("gpunode.facts").joinpath("data/compute_caps.yml").read_text())
     return data["source"], {name: row["cc"] for name, row in data["products"].items()}
 
 

@@ -7,8 +7,7 @@ import functools
 from importlib import resources
 from typing import Any
 
-import yaml
-
+from gpunode import yamlsrc
 from gpunode.fatbin import runs_on
 from gpunode.resolve.kb import KB, Pinset
 
@@ -17,7 +16,7 @@ WHERE = "compat/kernel_sms.yml (generated from the wheels by gpunode.kernelsms)"
 
 @functools.cache
 def table() -> dict[str, Any]:
-    return yaml.safe_load(resources.files("gpunode").joinpath("compat/kernel_sms.yml").read_text())
+    return yamlsrc.table(resources.files("gpunode").joinpath("compat/kernel_sms.yml").read_text())
 
 
 def core(package: str, version: str, machine: str) -> dict[str, list[str]] | None:

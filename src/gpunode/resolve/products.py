@@ -7,8 +7,7 @@ import functools
 from dataclasses import dataclass
 from importlib import resources
 
-import yaml
-
+from gpunode import yamlsrc
 from gpunode.facts.gpu import _key_matches, _short_name, compute_cap_from_name
 
 WHERE = "compat/gpu_products.yml"
@@ -34,7 +33,7 @@ class Product:
 
 @functools.cache
 def table() -> tuple[Product, ...]:
-    data = yaml.safe_load(resources.files("gpunode").joinpath("compat/gpu_products.yml").read_text())
+    data = yamlsrc.table(resources.files("gpunode").joinpath("compat/gpu_products.yml").read_text())
     return tuple(Product(key, row["memory_gb"], row.get("host"), bool(row.get("unified")), row["source"])
                  for key, row in data["products"].items())
 
