@@ -6,6 +6,7 @@ taken from), so that a plan's decisions can cite both.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,7 +287,8 @@ class KB:
     fixes: tuple[FixRule, ...]
     files: dict[str, str] = field(default_factory=dict)   # name -> path, for messages
     # derived/sglang-choices.yml (inv kb.refresh): pin set -> architecture -> cc -> what sglang picks itself
-    sglang_picks: dict[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
+    # (a PinsetPicks, parsing each pin set's part on first use)
+    sglang_picks: Mapping[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
     # derived/sglang-registry.yml (inv kb.refresh, gpunode/wheelregistry.py): what each sglang wheel serves
     registry: dict[str, Any] = field(default_factory=dict)
 

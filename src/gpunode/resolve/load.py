@@ -13,10 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpunode import yamlsrc
 from gpunode.resolve import conditions, versions
+from gpunode.resolve.derived import PinsetPicks
 from gpunode.resolve.kb import (
     KB,
     Action,
@@ -82,19 +81,11 @@ def load(folder: Path = COMPAT) -> KB:
         families=tuple(_family(r) for r in top["models"].items("families")),
         fixes=tuple(_fix(r) for r in top["fixes"].items("fixes")),
         files={k: str(v) for k, v in files.items()},
-        sglang_picks=_derived(folder / DERIVED),
+        sglang_picks=PinsetPicks(folder / DERIVED) if (folder / DERIVED).exists() else {},
         registry=_registry(folder / REGISTRY),
     )
     _cross_check(kb, top)
     return kb
-
-
-def _derived(path: Path) -> dict[str, Any]:
-    """The generated data of `inv kb.refresh` (gpunode/judge/derive.py); none until it has run."""
-    if not path.exists():
-        return {}
-    data = _top(path)
-    return {str(pid): dict(r.get("choices", dict, {})) for pid, r in _mapping(data, "pinsets").items()}
 
 
 def _registry(path: Path) -> dict[str, Any]:
@@ -102,7 +93,7 @@ def _registry(path: Path) -> dict[str, Any]:
     (gpunode/wheelregistry.py); none until `inv kb.refresh` has run."""
     if not path.exists():
         return {}
-    data = yaml.safe_load(path.read_text()) or {}
+    data = yamlsrc.table(path.read_text()) or {}
     if not isinstance(data, dict):
         raise KnowledgeBaseError(f"{path}: not a mapping", hint="run `inv kb.refresh` to write it again")
     return data
