@@ -58,3 +58,34 @@ def test_what_status_imports_loads_no_resolver():
     modules = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "gpunode.fleet.status" in modules
     assert [m for m in modules if m == "gpunode.resolve" or m.startswith("gpunode.resolve.")] == []
+
+
+#: What the provision path imports, measured 2026-12-07 (docs/bench-results/startup.md): 648 modules
+#: (647 at bf37745). A no-op re-run needs SSH, the resolver and every role, so the count hardly moved;
+#: the bound catches a heavy import added to that path (the wheel tooling, the judge, a UI library).
+PROVISION_MODULES = 680
+
+
+def test_the_provision_path_stays_within_its_module_count():
+    # what `gpunode provision` imports in its body, then the SSH transport, the resolver and each
+    # shipped role's module, as a run loads them before and after its one round trip
+    probe = ("import importlib, json, sys\n"
+             "from gpunode import pipeline, rollout, roles\n"
+             "from gpunode.cli import provision\n"
+             "from gpunode.cli.progress import Feed, LiveLines\n"
+             "from gpunode.cli.session import Session\n"
+             "from gpunode.engine.lock import Owner\n"
+             "from gpunode.engine.runner import new_run_id\n"
+             "from gpunode.fleet import provision as fleet\n"
+             "from gpunode.report import HumanReport, JsonLines\n"
+             "from gpunode.resolve import resolve\n"
+             "from gpunode.transport import SshTransport\n"
+             "for name in roles.ORDER:\n"
+             "    importlib.import_module(f'gpunode.roles.{name}.role')\n"
+             "print(json.dumps(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    modules = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert "paramiko" in modules and "gpunode.roles.servers.role" in modules  # the path was loaded
+    assert not [m for m in modules if m.startswith(("gpunode.judge", "gpunode.kbrefresh", "gpunode.wheelregistry"))]
+    assert len(modules) <= PROVISION_MODULES, f"{len(modules)} modules (bound {PROVISION_MODULES})"
