@@ -30,18 +30,27 @@ SMI = REPO / "tests/data/nvidia-smi/h100-x8/nvidia-smi.txt"
 MODEL = REPO / "tests/data/models/gpt-oss-20b"
 INVENTORY = REPO / "inventory"
 
+#: what `status` imports before its round trip: its task body's modules, the variable registry it
+#: checks the inventory against, the task tree (the whole status needs the lab: --lab)
+STATUS_IMPORTS = ("from gpunode.cli.session import Session\n"
+                  "from gpunode.fleet import gather, render, status\n"
+                  "from gpunode.roles.servers.secretfiles import curl_auth\n"
+                  "from gpunode import variables\n"
+                  "variables.registry()\n"
+                  "import gpunode.cli.main\n")
 OFFLINE = {
     "--help": ["--help"],
     "--list": ["--list"],
     "resolve (offline)": ["resolve", "--nvidia-smi", str(SMI), "--model", str(MODEL)],
+    "status's imports": ["-c", STATUS_IMPORTS],
 }
 LAB = {
     "provision no-op": ["provision", "--host", "lab", "--ct", "200", "-i", str(INVENTORY)],
     "status --sample 0": ["status", "--host", "lab", "--ct", "200", "--sample", "0", "-i", str(INVENTORY)],
 }
-COUNT = ("import atexit, sys; atexit.register(lambda: print('MODULES', len(sys.modules), "
-         "int('paramiko' in sys.modules), int('gpunode.resolve' in sys.modules), file=sys.stderr)); "
-         "from gpunode.cli.main import main; sys.argv[0] = 'gpunode'; main()")
+AT_EXIT = ("import atexit, sys; atexit.register(lambda: print('MODULES', len(sys.modules), "
+           "int('paramiko' in sys.modules), int('gpunode.resolve' in sys.modules), file=sys.stderr))\n")
+CLI = "from gpunode.cli.main import main; sys.argv[0] = 'gpunode'; main()"
 
 
 def env_for(tree: Path | None) -> dict[str, str]:
@@ -50,6 +59,10 @@ def env_for(tree: Path | None) -> dict[str, str]:
     if tree is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), str(tree / "lab")])
     return env
+
+
+def command(tail: list[str]) -> list[str]:
+    return [sys.executable, *tail] if tail[0] == "-c" else [str(GPUNODE), *tail]
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -62,7 +75,8 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 
 
 def modules(args: list[str], env: dict[str, str]) -> tuple[int, bool, bool]:
-    proc = subprocess.run([sys.executable, "-c", COUNT, *args], env=env, cwd=REPO, capture_output=True, text=True,
+    argv = [AT_EXIT + args[1]] if args[0] == "-c" else [AT_EXIT + CLI, *args]
+    proc = subprocess.run([sys.executable, "-c", *argv], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=300, check=False)
     line = next(x for x in proc.stderr.splitlines() if x.startswith("MODULES"))
     _, n, ssh, resolver = line.split()
@@ -80,12 +94,12 @@ def main() -> None:
     bare = [sys.executable, "-c", "pass"]
     for name, tail in cases.items():
         for tree in trees.values():  # writes the bytecode; not timed
-            timed([str(GPUNODE), *tail], env_for(tree))
+            timed(command(tail), env_for(tree))
         samples: dict[str, list[float]] = {"pass": [], **{k: [] for k in trees}}
         for _ in range(args.repeat):
             samples["pass"].append(timed(bare, env_for(None)))
             for label, tree in trees.items():
-                samples[label].append(timed([str(GPUNODE), *tail], env_for(tree)))
+                samples[label].append(timed(command(tail), env_for(tree)))
         base = statistics.median(samples["pass"])
         line = [f"{name:20s} python -c pass {base * 1000:5.0f} ms"]
         for label, tree in trees.items():
