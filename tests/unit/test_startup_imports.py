@@ -43,7 +43,7 @@ def test_the_ssh_transport_is_still_named_by_the_transport_package():
     assert transport.SshTransport is ssh.SshTransport and transport.SshSettings is ssh.SshSettings
 
 
-def test_what_status_imports_loads_no_resolver():
+def test_what_status_imports_loads_no_resolver_and_no_templates():
     # the modules `gpunode status` imports in its body (cli/fleet.py); the resolver, its knowledge
     # base and its YAML tables cost ~1 s and status makes no plan
     probe = ("import json, sys\n"
@@ -58,6 +58,7 @@ def test_what_status_imports_loads_no_resolver():
     modules = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "gpunode.fleet.status" in modules
     assert [m for m in modules if m == "gpunode.resolve" or m.startswith("gpunode.resolve.")] == []
+    assert "jinja2" not in modules  # status renders no template
 
 
 #: What the provision path imports, measured 2026-12-07 (docs/bench-results/startup.md): 648 modules

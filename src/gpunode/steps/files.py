@@ -20,7 +20,6 @@ from gpunode import searchpath, shell
 from gpunode.errors import StepError, tail
 from gpunode.steps import reads
 from gpunode.steps.base import Batched, Change, Command, NoChange, Outcome, Probe, Step
-from gpunode.steps.render import render_from
 from gpunode.transport.base import SHA_ON_STDIN, Transport, write_argv
 
 DIFF_LIMIT = 256 * 1024
@@ -235,6 +234,8 @@ class Template(File):
     def __post_init__(self) -> None:
         if not self.template:
             raise StepError(f"Template for {self.path} names no template")
+        from gpunode.steps.render import render_from  # jinja2 (~90 ms): `status` reaches this module, renders nothing
+
         self.content, self.source = render_from(self.template, self.vars, comment=self.comment)
 
     @property
