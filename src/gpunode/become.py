@@ -27,29 +27,17 @@ def ask(prompt: str = "BECOME password: ") -> None:
     import getpass
 
     global _asked
-    refusal = InventoryError("-K/--ask-become-pass: there is no terminal to ask the password on",
-                             hint=f"run from a terminal, or give it in ${ENV} (kept out of every output)")
-    if not _has_terminal():
-        raise refusal
     try:
+        # getpass asks on /dev/tty, else reads stdin's first line (a password piped in, as scripts do)
         value = getpass.getpass(prompt)
-    except EOFError:  # getpass read stdin (no /dev/tty) and it ended before a line
-        raise refusal from None
+    except EOFError:  # neither a terminal nor a line on stdin (</dev/null, cron, CI)
+        raise InventoryError("-K/--ask-become-pass: there is no terminal to ask the password on, and no line on "
+                             "standard input", hint=f"run from a terminal, pipe the password in, or give it in "
+                             f"${ENV} (kept out of every output)") from None
     register(value)
     checked(value, "the password given with -K")
     with _lock:
         _asked = value
-
-
-def _has_terminal() -> bool:
-    """getpass asks on /dev/tty, else on stdin; without either it would read an empty stdin."""
-    import sys
-
-    try:
-        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
-        return True
-    except OSError:
-        return sys.stdin is not None and sys.stdin.isatty()
 
 
 def password() -> str | None:

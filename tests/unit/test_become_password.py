@@ -68,7 +68,6 @@ def test_provision_refuses_it_with_exit_2_and_contacts_nothing(listener, tmp_pat
 @pytest.mark.parametrize(("typed", "what"), [("pass\rword", "a carriage return"), ("pass\0word", "a NUL byte")])
 def test_asked_with_k_it_is_refused_the_same(typed, what, monkeypatch):
     monkeypatch.setattr("getpass.getpass", lambda prompt: typed)
-    monkeypatch.setattr(become, "_has_terminal", lambda: True)
     with pytest.raises(GpunodeError, match=f"the password given with -K holds {what}"):
         become.ask()
     assert become._asked is None

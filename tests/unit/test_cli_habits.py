@@ -45,6 +45,18 @@ def test_ask_become_pass_without_a_terminal_is_a_clear_refusal(tmp_path):
     assert "EOFError" not in got.stderr and "internal error" not in got.stderr
 
 
+def test_ask_become_pass_reads_a_password_piped_in_without_a_terminal(tmp_path):
+    """A script pipes the password to -K (getpass reads stdin's line): taken, the run goes on to connect."""
+    inv = site(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUNODE_")} | {"HOME": str(tmp_path)}
+    got = subprocess.run([str(GPUNODE), "provision", "-i", str(inv), "--host", "lab", "--ct", "200", "-K", "--check"],
+                         cwd=tmp_path, input="s3cret-pw\n", capture_output=True, text=True, timeout=60,
+                         start_new_session=True, env=env)
+    assert "-K/--ask-become-pass" not in got.stderr, got.stderr
+    assert "cannot reach" in got.stderr + got.stdout and got.returncode == 4, got.stdout + got.stderr
+    assert "s3cret-pw" not in got.stdout + got.stderr
+
+
 def run(argv: list[str], capsys) -> tuple[int, str, str]:
     """The console script's own function, in this process: exit code, stdout, stderr."""
     from gpunode.cli.main import main
