@@ -10,6 +10,7 @@ Container 276 belongs to this file; it is removed before and after. The stand-in
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -123,7 +124,8 @@ def test_a_host_driver_upgrade_is_refused_by_provision_and_repaired_by_onboard(a
     assert refused.returncode == 2, refused.stdout + refused.stderr
     said = refused.stdout + refused.stderr
     assert f"user-space libraries are {OLD} but the kernel module is {NEW}" in said
-    assert f"re-run inv onboard --host lab --ct {VMID} --gpus 0,1" in said
+    # the hint names the command the user ran, with their -i (issue 43)
+    assert re.search(rf"re-run inv onboard (-i \S+ )?--host lab --ct {VMID} --gpus 0,1", said), said
     assert "Traceback" not in said
 
     checked = onboard(inv, "--check")

@@ -60,11 +60,24 @@ def inventory(box, tmp_path_factory) -> Path:
 
 
 def refused(run: CliRun, *words: str) -> str:
-    """The CLI's one error message, after checking it refused before any step ran."""
+    """The CLI's one error message, after checking it refused before any target was opened."""
     assert run.rc == 2, run.explain()
     assert run.events == [], f"steps ran although the input was bad:\n{run.explain()}"
     message = run.stderr.strip()
     assert message.startswith("error: "), message
+    for word in words:
+        assert word in message, f"{word!r} not in:\n{message}"
+    assert "hint: " in message, message
+    return message
+
+
+def refused_at_facts(run: CliRun, *words: str) -> str:
+    """A target refused at its facts or plan (issue 43): FAILED in the recap with the refusal and its
+    hint, exit 2, no step run; a group's other targets would go on."""
+    assert run.rc == 2, run.explain()
+    assert run.of("step") == [], f"steps ran although the input was bad:\n{run.explain()}"
+    assert run.target["unreachable"] is False and run.target["error"], run.explain()
+    message = run.target["error"]
     for word in words:
         assert word in message, f"{word!r} not in:\n{message}"
     assert "hint: " in message, message
@@ -114,8 +127,8 @@ def test_a_stopped_container_is_not_started_behind_the_users_back(inventory):
 def test_a_missing_model_folder(box, inventory):
     before = snapshot(box.sh)
     source = f"{paths.CT_MODELS}/{MODELS}/no-such-model"
-    refused(provision(inventory, VMID, "--set", f"model_source={source}"),
-            f"model folder {source} does not exist on lab/{VMID}", "model_source")
+    refused_at_facts(provision(inventory, VMID, "--set", f"model_source={source}"),
+                     f"model folder {source} does not exist on lab/{VMID}", "model_source")
     unchanged(box, before)
 
 
@@ -128,9 +141,9 @@ def test_a_model_folder_with_a_missing_shard(box, inventory, models):
     (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weights}))
     before = snapshot(box.sh)
     source = f"{paths.CT_MODELS}/{MODELS}/half-copied"
-    refused(provision(inventory, VMID, "--set", f"model_source={source}"),
-            f"model folder {source} is missing 1 of the shards that model.safetensors.index.json lists: "
-            "model-00002-of-00002.safetensors", "finish copying the model")
+    refused_at_facts(provision(inventory, VMID, "--set", f"model_source={source}"),
+                     f"model folder {source} is missing 1 of the shards that model.safetensors.index.json lists: "
+                     "model-00002-of-00002.safetensors", "finish copying the model")
     unchanged(box, before)
 
 
@@ -168,5 +181,5 @@ def test_a_model_bigger_than_dev_shm_is_refused_before_staging(box, inventory, m
 ])
 def test_no_pin_set_fits(box, inventory, setting, words):
     before = snapshot(box.sh)
-    refused(provision(inventory, VMID, "--set", setting), *words)
+    refused_at_facts(provision(inventory, VMID, "--set", setting), *words)
     unchanged(box, before)

@@ -66,8 +66,9 @@ def plan(inventory) -> dict:
 
 
 def check_text(inventory: Path) -> subprocess.CompletedProcess:
-    """The human --check output, wide enough that no line of the plan is wrapped."""
-    return subprocess.run([str(INV), "provision", "-i", str(inventory), "--host", "lab", "--ct", str(VMID), "--check"],
+    """The human --check -v output (the plan and every step, issue 43), no line of the plan wrapped."""
+    return subprocess.run([str(INV), "provision", "-i", str(inventory), "--host", "lab", "--ct", str(VMID), "--check",
+                           "-v"],
                           cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "COLUMNS": "400"})
 
