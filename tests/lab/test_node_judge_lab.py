@@ -43,6 +43,7 @@ def test_the_node_refuses_a_plan_its_vllm_rejects_and_changes_nothing(provisione
     before, files = units(box, UNITS), box.sh(FILES).out
     assert all(u["ActiveState"] == "active" for u in before.values()), before
     bad = cpu_inventory(tmp_path / "hosts.yml", VMID, extra_args=BAD)
+    box.sh("rm -f /var/lib/gpunode/judged/*.refused")  # a refusal kept by an earlier run on this container
     started = time.monotonic()
     run = provision(bad, VMID)
     took = time.monotonic() - started
