@@ -8,6 +8,7 @@ rm -rf "$tmp" && mkdir -p "$tmp/files" || exit 1
 : > "$tmp/files.list"
 for f; do
   [ -f "$f" ] || continue
+  case $f in *.secrets.*) continue ;; esac  # keys stay only in their 0600 files: a generation keeps their path
   mkdir -p "$tmp/files${f%/*}" && cp -p "$f" "$tmp/files$f" || exit 1
   printf '%s\n' "$f" >> "$tmp/files.list"
 done
