@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from gpunode import fatbin, yamlsrc
+from gpunode.errors import GpunodeError
 
 COMPAT = Path(__file__).resolve().parent / "compat"
 FILE = COMPAT / "kernel_sms.yml"
@@ -56,19 +57,30 @@ def wanted() -> list[tuple[str, str, str]]:
     return sorted(out)
 
 
-def download(package: str, version: str, machine: str, folder: Path) -> Path:
-    """The release's wheel for `machine`, from PyPI (pip download --no-deps, binary only)."""
+def download(package: str, version: str, machine: str, folder: Path, tags: tuple[str, ...] = ()) -> Path:
+    """The release's wheel for `machine` (or its pure-Python wheel), from PyPI (pip download --no-deps,
+    binary only), kept in `folder` by package, version and machine; `tags` instead of PLATFORMS[machine]
+    where a package publishes for others (pip matches each manylinux tag exactly). kb.refresh's readers
+    share it."""
     target = folder / f"{package}-{version}-{machine}"
     have = sorted(target.glob("*.whl"))
     if len(have) == 1:  # a cache folder from an earlier run
         return have[0]
-    platforms = [arg for tag in PLATFORMS[machine] for arg in ("--platform", tag)]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-                    *platforms, "--python-version", "3.12", "-d", str(target),
-                    "--index-url", "https://pypi.org/simple", f"{package}=={version}"],
-                   check=True, capture_output=True, text=True)
-    (wheel,) = target.glob("*.whl")
-    return wheel
+    platforms = [arg for tag in tags or PLATFORMS[machine] for arg in ("--platform", tag)]
+    # a venv made by uv has no pip of its own: the system's then downloads
+    pip = [sys.executable, "-m", "pip"] if _has_pip(sys.executable) else ["python3", "-m", "pip"]
+    proc = subprocess.run([*pip, "download", "-q", "--no-deps", "--only-binary=:all:", *platforms,
+                           "--python-version", "3.12", "-d", str(target), "--index-url", "https://pypi.org/simple",
+                           f"{package}=={version}"], capture_output=True, text=True, timeout=1800)
+    wheels = sorted(target.glob("*.whl"))
+    if proc.returncode != 0 or len(wheels) != 1:
+        raise GpunodeError(f"could not download the {package} {version} wheel for {machine} from PyPI",
+                           evidence=proc.stderr.strip()[-2000:], hint="kb.refresh reads released wheels: it needs PyPI")
+    return wheels[0]
+
+
+def _has_pip(python: str) -> bool:
+    return subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0
 
 
 def derive(package: str, wheel: Path) -> dict[str, Any]:

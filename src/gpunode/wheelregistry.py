@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
 import sys
 import zipfile
 from collections.abc import Callable, Iterable
@@ -31,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from gpunode import kernelsms
 
 COMPAT = Path(__file__).resolve().parent / "compat"
 FILE = COMPAT / "derived" / "sglang-registry.yml"
@@ -55,26 +56,8 @@ def cache() -> Path:
 
 
 def download(name: str, version: str, folder: Path | None = None) -> Path:
-    """The release's wheel (Linux x86_64 or pure Python) from PyPI, by pip download, cached by version."""
-    target = (folder or cache()) / f"{name}-{version}"
-    have = sorted(target.glob("*.whl"))
-    if len(have) == 1:
-        return have[0]
-    pip = [sys.executable, "-m", "pip"] if _has_pip(sys.executable) else ["python3", "-m", "pip"]
-    proc = subprocess.run([*pip, "download", "-q", "--no-deps", "--only-binary=:all:",
-                           "--platform", "manylinux_2_34_x86_64", "--python-version", "3.12",
-                           "-d", str(target), f"{name}=={version}"],
-                          capture_output=True, text=True, timeout=1800)
-    wheels = sorted(target.glob("*.whl"))
-    if proc.returncode != 0 or len(wheels) != 1:
-        from gpunode.errors import GpunodeError
-        raise GpunodeError(f"could not download the {name} {version} wheel from PyPI",
-                           evidence=proc.stderr.strip()[-2000:], hint="kb.refresh needs PyPI (or pip's mirror)")
-    return wheels[0]
-
-
-def _has_pip(python: str) -> bool:
-    return subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0
+    """The release's wheel (sglang's for manylinux_2_34 x86_64, transformers' pure Python), cached by version."""
+    return kernelsms.download(name, version, "x86_64", folder or cache(), tags=("manylinux_2_34_x86_64",))
 
 
 def sources(wheel: Path, prefix: str) -> dict[str, str]:
