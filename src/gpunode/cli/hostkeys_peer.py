@@ -8,11 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import paramiko
-from fabric import Connection
+from fabric import Config, Connection
 
 from gpunode.cli.common import load_inventory
 from gpunode.errors import ConnectError, HostKeyError, InventoryError
-from gpunode.transport import known_hosts
+from gpunode.transport import known_hosts, sshconfig
 from gpunode.transport.hostkeys import (
     Capture,
     default_known_hosts,
@@ -41,7 +41,8 @@ class Peer:
             self.name, self.address, self.port, self.user = h.name, self.conn.host, self.conn.port, self.conn.user
         else:
             assert hop is not None
-            self.conn = Connection(hop, gateway=False)  # the hop itself is reached directly
+            # the hop itself is reached directly; its HostName, Port, User from the config, Includes read
+            self.conn = Connection(hop, gateway=False, config=Config(ssh_config=sshconfig.load()))
             self.name = hop
             self.address, self.port, self.user = self.conn.host, self.conn.port, self.conn.user
             self.writable = Path(known).expanduser() if known else default_known_hosts()

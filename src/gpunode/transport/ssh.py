@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
-from fabric import Connection
+from fabric import Config, Connection
 
 from gpunode import shell
 from gpunode.errors import ConnectError, HostKeyError
-from gpunode.transport import known_hosts
+from gpunode.transport import known_hosts, sshconfig
 from gpunode.transport.base import CHUNK, Deadline, Held, Sink, Stdin, Transport, feed, probe_deadline, read_held
 from gpunode.transport.become import Sudo
 from gpunode.transport.hostkeys import (
@@ -91,6 +91,9 @@ class SshTransport(Transport):
         except RecursionError:  # Fabric builds a Connection per ProxyJump hop, and a loop never ends
             raise ConnectError(f"~/.ssh/config's ProxyJump hops for {s.address} lead round in a loop",
                                target=s.name, hint="fix the ProxyJump lines of those Host blocks") from None
+        except ConnectError as exc:  # an Include it cannot follow (transport/sshconfig.py)
+            exc.target = exc.target or s.name
+            raise
         files = [Path(p).expanduser() for p in s.known_hosts] or [
             Path("~/.ssh/known_hosts").expanduser(), default_known_hosts()]
         trusted = known_hosts.load(files)
@@ -306,12 +309,13 @@ def connection(s: SshSettings) -> Connection:
     """A Fabric Connection as ssh would make it: ~/.ssh/config's Host entry for the address gives
     HostName, User, Port, IdentityFile and ProxyJump where the inventory sets none, keys held by
     ssh-agent (SSH_AUTH_SOCK) are offered after the inventory's key, and IdentitiesOnly yes keeps
-    to the named keys. Without a key anywhere, ssh's usual ~/.ssh/id_* files are tried."""
+    to the named keys. Without a key anywhere, ssh's usual ~/.ssh/id_* files are tried. The config
+    files are read with their Include lines followed (transport/sshconfig.py), which Fabric skips."""
     kwargs: dict = {"allow_agent": True, "look_for_keys": s.key_file is None}
     if s.key_file:
         kwargs["key_filename"] = [str(Path(s.key_file).expanduser())]
     conn = Connection(s.address, user=s.user, port=s.port, connect_timeout=s.connect_timeout,
-                      connect_kwargs=kwargs)
+                      connect_kwargs=kwargs, config=Config(ssh_config=sshconfig.load()))
     if s.user is None and "user" not in conn.ssh_config:
         conn.user = "root"  # gpunode's default; Fabric's would be the local login name
     if conn.ssh_config.get("identityfile"):
