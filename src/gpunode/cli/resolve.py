@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from json import dumps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,12 +60,16 @@ def local_model(path: str) -> Model:
                                 "bytes that are not UTF-8; staging and serving would break on it",
                                 hint="rename the file (or move it out of the model folder)")
             try:
-                size = full.stat().st_size
+                st = full.stat()
             except OSError as exc:
                 why = f"a symbolic link to {os.readlink(full)}, which is missing" if full.is_symlink() else exc.strerror
                 raise FactError(f"{full}: cannot read it: {why}",
                                 hint="fix or remove the link (the file it names is not there)") from None
-            lines.append(f"{size} ./{full.relative_to(folder)}")
+            # as the probe's listing: a FIFO or a device is "? TYPE PATH", and the parser judges it
+            odd = "" if stat.S_ISREG(st.st_mode) else "p" if stat.S_ISFIFO(st.st_mode) else \
+                "c" if stat.S_ISCHR(st.st_mode) else "b" if stat.S_ISBLK(st.st_mode) else "s"
+            rel = full.relative_to(folder)
+            lines.append(f"? {odd} ./{rel}" if odd else f"{st.st_size} ./{rel}")
 
     def text(name: str) -> str | None:
         p = folder / name
@@ -75,7 +80,7 @@ def local_model(path: str) -> Model:
     # as the probe does (facts/model.py): a single file's header, else the first shard's, its name first
     sharded = (folder / "model.safetensors.index.json").exists() or not single.exists()
     first = single if not sharded else next(iter(sorted(folder.glob("*.safetensors"))), None)
-    if first is not None and first.exists():
+    if first is not None and first.is_file():  # a FIFO there is named by the listing's check
         n = int.from_bytes(userfiles.read_bytes(first, what=first.name, error=FactError, limit=8, partial=True),
                            "little")
         size = first.stat().st_size

@@ -46,8 +46,9 @@ SNIPPETS = (
     Snippet("model_files", r"""
 [ -d "$GN_MODEL" ] || { echo "no such directory: $GN_MODEL"; exit 2; }
 cd "$GN_MODEL" || exit 2
-# GNU find prints the sizes itself; busybox find has no -printf (its repeated lines are harmless)
-find -L . -maxdepth 3 -type f -printf '%s %p\n' 2>/dev/null && exit 0
+# GNU find prints the sizes itself, and "? TYPE PATH" for what is neither a file nor a folder (a FIFO,
+# a link to nothing); busybox find has no -printf (its repeated lines are harmless)
+find -L . -maxdepth 3 \( -type f -printf '%s %p\n' \) -o \( ! -type d -printf '? %y %p\n' \) 2>/dev/null && exit 0
 if stat -L -c %s . >/dev/null 2>&1; then find -L . -maxdepth 3 -type f -exec stat -L -c '%s %n' {} +
 else find -L . -maxdepth 3 -type f -exec wc -c {} +; fi""", when=_HAS_MODEL),
     Snippet("model_config", _read("config.json"), when=_HAS_MODEL, cached=MODEL),
@@ -79,6 +80,9 @@ def is_linear_layer(layer_type: str) -> bool:
 
 
 _FILE_LINE = re.compile(r"\s*(\d+)\s+(.+?)\s*")
+_ODD_LINE = re.compile(r"\? ([a-zA-Z?]) (.+)")
+_KINDS = {"p": "a named pipe (FIFO)", "l": "a symbolic link to a missing file (or a loop of links)",
+          "c": "a character device", "b": "a block device", "s": "a socket"}
 
 
 def parse_files(text: str) -> dict[str, int]:
@@ -96,6 +100,28 @@ def _parse(text: str) -> Any:
     time_step_limit holds Infinity); where a size is expected, shape_problem refuses them by key.
     Raises ValueError for bad JSON and for a number of thousands of digits, RecursionError for deep nesting."""
     return json.loads(text)
+
+
+def parse_odd(text: str) -> dict[str, str]:
+    """{relative path: what it is} of the listing's entries that are neither a file nor a folder."""
+    out = {}
+    for line in text.splitlines():
+        m = _ODD_LINE.fullmatch(line)
+        if m:
+            out[m.group(2).removeprefix("./")] = _KINDS.get(m.group(1), "not a regular file")
+    return out
+
+
+def odd_weights_problem(files: dict[str, int], odd: dict[str, str], index_shards: tuple[str, ...] | None) -> str:
+    """A weights file the servers would load that is a FIFO, a device or a dangling link (issue 41: a
+    model whose only weights file was a FIFO got a plan, its size estimated from config.json), or ""."""
+    unserved = served.left_out([*files, *odd], index_shards)
+    bad = sorted(p for p in odd if p.endswith(served.WEIGHTS) and p not in unserved)
+    if not bad:
+        return ""
+    more = f" (and {len(bad) - 1} more such)" if len(bad) > 1 else ""
+    return (f"the weights file {bad[0]} is {odd[bad[0]]}, not a regular file{more}: the servers cannot load it; "
+            "put the file itself there (download it again)")
 
 
 def _json(text: str | None) -> dict[str, Any] | None:
@@ -291,13 +317,14 @@ def _parse_model(path: str, files_text: str | None, config_text: str | None, ind
         return Model(path=path, exists=False)
     files = parse_files(files_text)
     broken = next((line for line in files_text.splitlines() if line.strip() and not _FILE_LINE.fullmatch(line)
-                   and not re.match(r"(find|stat|wc): ", line)), None)
+                   and not _ODD_LINE.fullmatch(line) and not re.match(r"(find|stat|wc): ", line)), None)
     problem = (f"a file's name in the model folder holds a line break (a listing line reads {broken[:80]!r}); "
                "rename it: staging copies files by name, one per line") if broken is not None else ""
     problem = problem or config_problem(config_text, "config.json") or (
         config_problem(index_text, "model.safetensors.index.json", need_arch=False) if index_text is not None else "")
     config = _json(config_text) or {}
     index = _json(index_text)
+    problem = problem or odd_weights_problem(files, parse_odd(files_text), served.index_shards(index))
     header_file = "model.safetensors"
     if header_text and header_text.partition("\n")[0].endswith(".safetensors"):   # a shard's header, its name first
         header_file, _, header_text = header_text.partition("\n")

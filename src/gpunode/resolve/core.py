@@ -136,8 +136,9 @@ def _model_checks(facts: Facts, gpus: GpuSet | None, rule: models.ModelRule, tra
         return
     if m.config_problem:
         raise ResolveError(f"{m.path}: {m.config_problem}", target=facts.target,
-                           hint="copy the model's config.json (and model.safetensors.index.json) again from its "
-                                "source; the resolver reads the architecture and size from them")
+                           hint="copy the file it names again from the model's source; the resolver reads the "
+                                "architecture and size from config.json and model.safetensors.index.json, the "
+                                "servers load the weights files")
     if not m.exists:
         trail.warn(f"the model directory {m.path} does not exist yet on the target; stage it before starting")
     if m.size_bytes:
