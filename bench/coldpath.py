@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import bench_target  # noqa: E402  (beside this script)
 
-from gpunode import pinlocks  # noqa: E402
+from gpunode.knowledge import pinlocks  # noqa: E402
 from gpunode.resolve import load  # noqa: E402
 from gpunode.steps.venv import Venv  # noqa: E402
 

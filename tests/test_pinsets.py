@@ -146,7 +146,7 @@ def test_a_pinset_that_cannot_install_fails(tmp_path: Path):
 
 def check_lock(p: Pinset, t, work: Path) -> str:
     """Why the lock of (p, t) no longer installs, or "" when it does (or cannot be checked here: "skip: ...")."""
-    from gpunode import pinlocks
+    from gpunode.knowledge import pinlocks
 
     lock = pinlocks.read(pinlocks.path(p, t))
     local = [line.split("taken from ", 1)[1].split(" (")[0] for line in lock.text.splitlines()
@@ -179,7 +179,7 @@ def test_every_lock_still_installs_from_its_indexes(tmp_path: Path, capsys):
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    from gpunode import pinlocks
+    from gpunode.knowledge import pinlocks
 
     todo = [(p, t) for p in KB.pinsets for t in pinlocks.targets(p) if pinlocks.path(p, t).is_file()]
     assert todo, "no locks in gpunode/compat/locks"

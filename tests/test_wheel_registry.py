@@ -2,7 +2,7 @@
 
 Each SGLang pin set's sglang wheel and its lock's transformers wheel (and the newer sglang releases the
 file lists) are downloaded from PyPI once (`pip download --no-deps`, cached under $GPUNODE_WHEEL_CACHE or
-~/.cache/gpunode/wheels: about 100 MB) and read by code (gpunode/wheelregistry.py); the rendered file must
+~/.cache/gpunode/wheels: about 100 MB) and read by code (gpunode/knowledge/wheelregistry.py); the rendered file must
 be byte for byte the one shipped. On drift: `inv kb.refresh --no-judge` rewrites it. Slow and needs
 https://pypi.org: marked `slow`; without PyPI it skips, and fails under CI=true. Measured on the 2-core lab
 machine: about 1 minute to read the eight wheels once they are cached.
@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from gpunode import wheelregistry
 from gpunode.errors import GpunodeError
+from gpunode.knowledge import wheelregistry
 from gpunode.resolve.load import load
 
 pytestmark = pytest.mark.slow

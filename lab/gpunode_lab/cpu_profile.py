@@ -38,7 +38,7 @@ def requirements() -> list[str]:
 def locked(pinset: str | None = None) -> list[str]:
     """A pin set's lock lines for the containers (x86_64, Debian 12's Python 3.11), by default the cpu
     engine's; empty without one."""
-    from gpunode import pinlocks
+    from gpunode.knowledge import pinlocks
     from gpunode.resolve import load_kb
 
     kb = load_kb()

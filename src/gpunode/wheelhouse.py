@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpunode import pinlocks
 from gpunode.errors import InventoryError
+from gpunode.knowledge import pinlocks
 from gpunode.resolve import load_kb
 from gpunode.resolve.kb import KB, Pinset
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import fatbin
+from gpunode.knowledge import fatbin
 
 LIB = Path(__file__).resolve().parents[1] / "data" / "fatbin" / "sglang_kernel-0.4.10-x86_64-spatial_ops.abi3.so"
 

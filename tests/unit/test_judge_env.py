@@ -13,7 +13,7 @@ import yaml
 
 from gpunode.judge import Case, Gpu, Verdict, derive
 from gpunode.judge.env import STAND_INS, JudgeError, lock_file, lock_packages, split
-from gpunode.pinlocks import ROOT
+from gpunode.knowledge.pinlocks import ROOT
 from gpunode.resolve.load import load
 
 KB = load()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import pinlocks
+from gpunode.knowledge import pinlocks
 from gpunode.resolve.load import load
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.venv import Venv

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import pinlocks
+from gpunode.knowledge import pinlocks
 
 COMMITTED = sorted(pinlocks.ROOT.glob("*/pylock.*.toml"))
 

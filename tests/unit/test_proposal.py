@@ -1,4 +1,4 @@
-"""A proposed pin set for a new sglang release (gpunode/proposal.py, kbrefresh.py), from PyPI answers
+"""A proposed pin set for a new sglang release (gpunode/knowledge/proposal.py, refresh.py), from PyPI answers
 recorded in tests/data/pypi. "A new release" is played by 0.5.23 against the pin sets without
 cu13-latest (the pin set that was written by hand for it), so the proposal can be held against it."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from gpunode import kbrefresh, proposal, releases
+from gpunode.knowledge import proposal, refresh, releases
 from gpunode.resolve import load_kb
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pypi"
@@ -40,8 +40,8 @@ def before_latest():
 
 def test_the_newest_uncovered_release_is_found(before_latest):
     sg = recorded("sglang")
-    assert kbrefresh.uncovered(before_latest, sg).version == "0.5.23"
-    assert kbrefresh.uncovered(load_kb(), sg) is None        # today's pin sets cover sglang's newest
+    assert refresh.uncovered(before_latest, sg).version == "0.5.23"
+    assert refresh.uncovered(load_kb(), sg) is None        # today's pin sets cover sglang's newest
 
 
 def test_the_proposal_pins_what_the_release_pins(before_latest):
@@ -68,13 +68,13 @@ def test_values_no_metadata_gives_are_copied_and_marked(before_latest, tmp_path)
     assert p.template.id == "cu13-b"                          # the newest pin set of torch CUDA 13.0 then
     for key in ("driver_min", "driver_native", "glibc_min", "machines", "python.max", "kernel.links_libnuma"):
         assert key in p.copied and "copied from cu13-b (same torch CUDA 13.0)" in p.copied[key]
-    file, locks, failed = kbrefresh.write(before_latest, p, command="test", folder=tmp_path, lock=False)
+    file, locks, failed = refresh.write(before_latest, p, command="test", folder=tmp_path, lock=False)
     text = file.read_text()
     assert file.name == "cu13-sglang-0.5.23.yml" and not locks and not failed
     lines = {line.strip().split(":")[0]: line for line in text.splitlines() if ":" in line}
     assert "# copied from cu13-b" in lines["driver_min"] and "# copied from" not in lines["version"]
     # it loads as pinsets.yml's loader loads a pin set: ready to paste after review
-    pinset = kbrefresh.as_pinset(before_latest, p, file)
+    pinset = refresh.as_pinset(before_latest, p, file)
     assert pinset.status == "unconfirmed" and pinset.driver_min == "580" and pinset.machines == ("x86_64", "aarch64")
     assert "driver_min" in pinset.unconfirmed[0] and "cu13-b" in pinset.unconfirmed[0]
     assert yaml.safe_load(text)["pinsets"][0]["version"] == "0.5.23"
@@ -107,14 +107,14 @@ def test_glibc_is_read_from_the_wheels_manylinux_tags(before_latest):
     projects = {n: recorded(n) for n in ("sglang", "torch", "sglang-kernel")}
     both = ("x86_64", "aarch64")
     # sglang 0.5.23: manylinux_2_34 wheels; torch 2.14.1 manylinux_2_28; sglang-kernel 0.4.10 manylinux2014
-    new = kbrefresh.wheel_floor(projects, {"sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10"}, both)
+    new = refresh.wheel_floor(projects, {"sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10"}, both)
     assert new == ("2.34", []) and load_kb().pinset("cu13-latest").glibc_min == "2.34"
     # sglang 0.5.10.post1 is pure Python: torch's manylinux_2_28 decides, as written by hand for cu12-legacy
-    old = kbrefresh.wheel_floor(projects, {"sglang": "0.5.10.post1", "torch": "2.9.1", "sglang-kernel": "0.4.1"},
+    old = refresh.wheel_floor(projects, {"sglang": "0.5.10.post1", "torch": "2.9.1", "sglang-kernel": "0.4.1"},
                                 ("x86_64",))
     assert old == ("2.28", []) and load_kb().pinset("cu12-legacy").glibc_min == "2.28"
     # torch 1.9.1 had no aarch64 wheel on PyPI
-    _, notes = kbrefresh.wheel_floor(projects, {"torch": "1.9.1"}, both)
+    _, notes = refresh.wheel_floor(projects, {"torch": "1.9.1"}, both)
     assert notes == ["torch 1.9.1 has no Linux aarch64 wheel on PyPI: drop aarch64 from machines"]
     p = proposal.propose(before_latest, newest_meta("sglang"), meta("torch-2.14.1.METADATA"), today=TODAY,
                          glibc=new)
@@ -126,10 +126,10 @@ def test_glibc_is_read_from_the_wheels_manylinux_tags(before_latest):
 def test_lock_changes_name_what_floated_per_target(before_latest):
     """The committed locks of cu13-latest stand for a proposal's new locks, against cu13-b's."""
     p = proposal.propose(before_latest, newest_meta("sglang"), meta("torch-2.14.1.METADATA"), today=TODAY)
-    from gpunode import pinlocks
+    from gpunode.knowledge import pinlocks
 
     locks = [pinlocks.read(f) for f in sorted((pinlocks.ROOT / "cu13-latest").glob("pylock.*-py31[12].toml"))]
-    lines = kbrefresh.lock_changes(before_latest, p, locks)
+    lines = refresh.lock_changes(before_latest, p, locks)
     assert all("differ from cu13-b's lock" in line for line in lines)
     text = " ".join(lines)
     assert "sglang 0.5.17 -> 0.5.23" in text and "torch 2.11.0 -> 2.14.1" in text

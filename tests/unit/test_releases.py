@@ -1,4 +1,4 @@
-"""Reading PyPI's answers (gpunode/releases.py), on answers recorded from pypi.org (tests/data/pypi)."""
+"""Reading PyPI's answers (gpunode/knowledge/releases.py), on answers recorded from pypi.org (tests/data/pypi)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import releases
-from gpunode.releases import PypiError
+from gpunode.knowledge import releases
+from gpunode.knowledge.releases import PypiError
 from tests.unit.pypi_server import RANGES, recorded_pypi
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pypi"
@@ -119,7 +119,7 @@ def test_a_wheels_metadata_is_read_by_range_requests():
      r"upload time '\x1b]0;owned\x07' is not a date"),
 ])
 def test_an_answer_not_shaped_as_pypis_is_refused_by_name(doc, said):
-    from gpunode.releases import parse_project
+    from gpunode.knowledge.releases import parse_project
 
     with pytest.raises(PypiError, match=re.escape(said)) as err:
         parse_project(doc, "http://127.0.0.1:1/pypi/x/json")
@@ -130,7 +130,7 @@ def test_an_endless_answer_and_a_file_url_are_refused(tmp_path, monkeypatch):
     import http.server
     import threading
 
-    from gpunode import releases
+    from gpunode.knowledge import releases
 
     class Endless(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)

@@ -1,5 +1,5 @@
 """Issue 38, items 2, 3 and 5's floors: what each pin set's sglang wheel serves (compat/derived/sglang-registry.yml,
-read from the released wheels by gpunode/wheelregistry.py) decides which pin set may run a model, and what
+read from the released wheels by gpunode/knowledge/wheelregistry.py) decides which pin set may run a model, and what
 gpunode does not know is left to SGLang. The configs are the recorded real ones of tests/data/models and
 tests/data/models-issue38 (each folder's SOURCE); the GPUs the recorded nvidia-smi reports of
 tests/data/nvidia-smi."""

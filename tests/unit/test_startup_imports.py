@@ -88,5 +88,6 @@ def test_the_provision_path_stays_within_its_module_count():
     assert proc.returncode == 0, proc.stderr
     modules = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "paramiko" in modules and "gpunode.roles.servers.role" in modules  # the path was loaded
-    assert not [m for m in modules if m.startswith(("gpunode.judge", "gpunode.kbrefresh", "gpunode.wheelregistry"))]
+    assert not [m for m in modules
+                if m.startswith(("gpunode.judge", "gpunode.knowledge.refresh", "gpunode.knowledge.wheelregistry"))]
     assert len(modules) <= PROVISION_MODULES, f"{len(modules)} modules (bound {PROVISION_MODULES})"

@@ -1,4 +1,4 @@
-"""inv kb.refresh: what PyPI has that the pin sets do not (gpunode/kbrefresh.py), a proposed pin set
+"""inv kb.refresh: what PyPI has that the pin sets do not (gpunode/knowledge/refresh.py), a proposed pin set
 for a new sglang release, and what each pin set's own sglang picks (gpunode/judge/derive.py).
 
     inv kb.refresh                     # new releases; every SGLang pin set; writes compat/derived/sglang-choices.yml
@@ -107,18 +107,18 @@ def _record(pinsets: list[str]) -> None:
 
 
 def _releases(kb, *, propose, release, lock):
-    from gpunode import kbrefresh, releases
+    from gpunode.knowledge import refresh, releases
 
-    say("kb.refresh: reading PyPI: " + ", ".join(kbrefresh.watched(kb)))
-    projects = {name: releases.project(name) for name in kbrefresh.watched(kb)}
+    say("kb.refresh: reading PyPI: " + ", ".join(refresh.watched(kb)))
+    projects = {name: releases.project(name) for name in refresh.watched(kb)}
     say("new releases since the pin sets:")
-    found = kbrefresh.news(kb, projects)
+    found = refresh.news(kb, projects)
     for n in found:
         say(f"  {n.line()}")
     newer = [r.version for n in found if n.name == "sglang" for r in n.newer]
     if not propose:
         return newer
-    new = kbrefresh.uncovered(kb, projects["sglang"])
+    new = refresh.uncovered(kb, projects["sglang"])
     version = release or (new.version if new else None)
     if version is None:
         say("kb.refresh: every sglang release is covered by a pin set: nothing to propose "
@@ -132,15 +132,15 @@ def _releases(kb, *, propose, release, lock):
     if asked.yanked or asked.prerelease:
         say(f"kb.refresh: note: sglang {version} is {'yanked' if asked.yanked else 'a pre-release'}; proposing anyway")
     today = time.strftime("%Y-%m-%d", time.gmtime())
-    made = kbrefresh.make(kb, projects, version, today=today, say=say)
+    made = refresh.make(kb, projects, version, today=today, say=say)
     command = shlex.join(["inv", "kb.refresh", *sys.argv[2:]]) if len(sys.argv) > 2 else "inv kb.refresh --propose"
-    file, locks, failed = kbrefresh.write(kb, made, command=command, lock=lock, say=say)
+    file, locks, failed = refresh.write(kb, made, command=command, lock=lock, say=say)
     say(f"proposed pin set {made.id} (copied the rest from {made.template.id}): {file}")
-    from gpunode import proposal
+    from gpunode.knowledge import proposal
 
     for line in proposal.changes(made):
         say(f"  changed: {line}")
-    for line in kbrefresh.lock_changes(kb, made, locks):
+    for line in refresh.lock_changes(kb, made, locks):
         say(f"  lock: {line}")
     for note in made.notes:
         say(f"  REVIEW: {note}")
@@ -156,7 +156,7 @@ def _releases(kb, *, propose, release, lock):
 def _registry(kb, check, newer):
     """compat/derived/sglang-registry.yml from the wheels; `newer`: the sglang releases on PyPI newer than every
     pin set's (None: not read this run, the file's own list is kept)."""
-    from gpunode import wheelregistry
+    from gpunode.knowledge import wheelregistry
 
     old = wheelregistry.load()
     started = time.monotonic()
@@ -179,9 +179,9 @@ def _registry(kb, check, newer):
 
 
 def _derive(kb, pinset, check, models):
-    from gpunode import pinlocks
     from gpunode.judge import derive
     from gpunode.judge.env import build, lock_file
+    from gpunode.knowledge import pinlocks
 
     sglang = [p for p in kb.pinsets if p.engine == "sglang"]
     folder = Path(models) if models else Path(__file__).resolve().parents[3] / "tests" / "data" / "models"

@@ -1,4 +1,5 @@
-"""inv pinsets.lock: regenerate the full locks of the pin sets (gpunode/compat/locks/, see gpunode/pinlocks.py).
+"""inv pinsets.lock: regenerate the full locks of the pin sets (gpunode/compat/locks/, see
+gpunode/knowledge/pinlocks.py).
 
     inv pinsets.lock                                # every pin set, every machine and Python it allows
     inv pinsets.lock --pinset cu13-latest --python 3.12
@@ -27,7 +28,7 @@ HELP = {
 @task(help=HELP, iterable=["pinset", "without", "find_links"])
 def lock(c, pinset=None, python=None, machine=None, without=None, find_links=None):
     """Resolve each pin set's full closure per machine and Python with uv and write its pylock.toml."""
-    from gpunode import pinlocks
+    from gpunode.knowledge import pinlocks
     from gpunode.resolve import load_kb
 
     kb = load_kb()

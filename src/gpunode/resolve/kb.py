@@ -289,7 +289,7 @@ class KB:
     # derived/sglang-choices.yml (inv kb.refresh): pin set -> architecture -> cc -> what sglang picks itself
     # (a PinsetPicks, parsing each pin set's part on first use)
     sglang_picks: Mapping[str, dict[str, dict[str, dict[str, Any]]]] = field(default_factory=dict)
-    # derived/sglang-registry.yml (inv kb.refresh, gpunode/wheelregistry.py): what each sglang wheel serves
+    # derived/sglang-registry.yml (inv kb.refresh, gpunode/knowledge/wheelregistry.py): what each sglang wheel serves
     registry: dict[str, Any] = field(default_factory=dict)
 
     def sglang_pick(self, pinset: str, architecture: str, cc: str, model_type: str = "") -> dict[str, Any] | None:

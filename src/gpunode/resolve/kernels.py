@@ -1,5 +1,5 @@
 """Which GPUs a pin set's wheels have code for: compat/kernel_sms.yml, read from the released
-wheels by gpunode.kernelsms (never typed by hand)."""
+wheels by gpunode.knowledge.kernelsms (never typed by hand)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 from gpunode import yamlsrc
-from gpunode.fatbin import runs_on
+from gpunode.knowledge.fatbin import runs_on
 from gpunode.resolve.kb import KB, Pinset
 
 WHERE = "compat/kernel_sms.yml (generated from the wheels by gpunode.kernelsms)"

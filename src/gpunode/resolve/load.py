@@ -90,7 +90,7 @@ def load(folder: Path = COMPAT) -> KB:
 
 def _registry(path: Path) -> dict[str, Any]:
     """The model registries, model types and quantization floors read from the wheels
-    (gpunode/wheelregistry.py); none until `inv kb.refresh` has run."""
+    (gpunode/knowledge/wheelregistry.py); none until `inv kb.refresh` has run."""
     if not path.exists():
         return {}
     data = yamlsrc.table(path.read_text()) or {}

@@ -1,4 +1,4 @@
-"""Which full lock each venv of the plan installs from (gpunode/pinlocks.py, docs/locks.md).
+"""Which full lock each venv of the plan installs from (gpunode/knowledge/pinlocks.py, docs/locks.md).
 
 The resolver picks it, so that the roles read it from the typed plan: the lock of
 the pin set for the target's machine and Python, checked to hold the pin set's
@@ -9,7 +9,7 @@ is allowed.
 
 from __future__ import annotations
 
-from gpunode import pinlocks
+from gpunode.knowledge import pinlocks
 from gpunode.resolve.kb import Pinset
 from gpunode.resolve.plan import PlannedLock
 from gpunode.resolve.trail import Trail

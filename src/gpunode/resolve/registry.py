@@ -1,5 +1,5 @@
 """What each pin set's sglang serves, as `inv kb.refresh` read it from the wheels
-(compat/derived/sglang-registry.yml, written by gpunode/wheelregistry.py).
+(compat/derived/sglang-registry.yml, written by gpunode/knowledge/wheelregistry.py).
 
     serves(kb, p, architectures)    # True / False, None where the pin set's sglang was not read
     releases_with(kb, arch)         # (pinned versions, newer versions on PyPI) whose registry has it

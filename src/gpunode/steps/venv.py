@@ -7,7 +7,7 @@ an install cut off halfway has no manifest, and the venv is then made again
 from nothing (pip and uv would skip a package whose metadata landed but whose
 files did not).
 
-With a pin set's full lock (gpunode/pinlocks.py), `locked` holds its lines
+With a pin set's full lock (gpunode/knowledge/pinlocks.py), `locked` holds its lines
 (name==version --hash=...): they are written to <venv>/gpunode-requirements.txt
 and installed with --require-hashes --no-deps, so nothing outside the lock gets
 in; the lock's name and digest are part of the spec, so a changed lock means a

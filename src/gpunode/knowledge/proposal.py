@@ -25,10 +25,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from gpunode.errors import GpunodeError
-from gpunode.releases import Metadata
+from gpunode.knowledge.releases import Metadata
 from gpunode.resolve.kb import KB, Pinset
 
-FOLDER = Path(__file__).resolve().parent / "compat" / "proposed"
+FOLDER = Path(__file__).resolve().parents[1] / "compat" / "proposed"
 KERNELS = ("sglang-kernel", "sgl-kernel")
 FLASHINFER = ("flashinfer-python", "flashinfer-cubin")
 # torch's Requires-Dist names its CUDA runtime by one of these, depending on the release
@@ -97,7 +97,7 @@ def _pin(pins: dict[str, Requirement], name: str, sglang: Metadata) -> tuple[Req
 
 def propose(kb: KB, sglang: Metadata, torch: Metadata, *, today: str,
             glibc: tuple[str | None, list[str]] | None = None) -> Proposal:
-    """`glibc`: what the release's wheels need (wheel_floor in kbrefresh.py) and what they lack; without it
+    """`glibc`: what the release's wheels need (wheel_floor in refresh.py) and what they lack; without it
     glibc_min is copied too."""
     pins = sglang.pins()
     if "torch" not in pins:

@@ -2,7 +2,7 @@
 
 `inv kb.refresh` asks this module which sglang, sglang-kernel, flashinfer-python and torch releases
 are newer than the pin sets, and what a new sglang release pins (its Requires-Dist), to propose a
-pin set for it (gpunode/proposal.py).
+pin set for it (gpunode/knowledge/proposal.py).
 
 Where a release's requirements come from, first that answers:
 1. PyPI's JSON API for the version (`/pypi/<name>/<version>/json`);

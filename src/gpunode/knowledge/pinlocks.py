@@ -39,7 +39,7 @@ from gpunode.errors import InventoryError, StepError, tail
 from gpunode.resolve import versions
 from gpunode.resolve.kb import KB, Pinset
 
-ROOT = Path(__file__).resolve().parent / "compat" / "locks"
+ROOT = Path(__file__).resolve().parents[1] / "compat" / "locks"
 PYPI = "https://pypi.org/simple"
 SCHEMA = "gpunode.pinlock/1"
 ALSO_GLIBC = "2.36"

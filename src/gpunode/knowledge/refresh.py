@@ -16,9 +16,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from gpunode import pinlocks, proposal, releases
 from gpunode.errors import GpunodeError
-from gpunode.releases import Project, Release
+from gpunode.knowledge import pinlocks, proposal, releases
+from gpunode.knowledge.releases import Project, Release
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.load import _pinset
 from gpunode.resolve.yamlread import Reader

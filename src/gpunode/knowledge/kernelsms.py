@@ -1,8 +1,8 @@
 """compat/kernel_sms.yml: the GPU code each pinned kernel wheel holds, per machine, read from the
-released wheels by gpunode.fatbin. Generated, never edited by hand:
+released wheels by gpunode.knowledge.fatbin. Generated, never edited by hand:
 
-    python -m gpunode.kernelsms            # download the pinned kernel wheels, rewrite the file
-    python -m gpunode.kernelsms --check    # exit 1 and show the difference when it is stale
+    python -m gpunode.knowledge.kernelsms            # download the pinned kernel wheels, rewrite the file
+    python -m gpunode.knowledge.kernelsms --check    # exit 1 and show the difference when it is stale
 
 tests/test_kernel_sms.py re-derives it from the wheels (slow, needs PyPI). The resolver reads it
 through gpunode.resolve.kernels: a GPU no pinned kernel has code for is refused with that fact.
@@ -18,10 +18,11 @@ from typing import Any
 
 import yaml
 
-from gpunode import fatbin, yamlsrc
+from gpunode import yamlsrc
 from gpunode.errors import GpunodeError
+from gpunode.knowledge import fatbin
 
-COMPAT = Path(__file__).resolve().parent / "compat"
+COMPAT = Path(__file__).resolve().parents[1] / "compat"
 FILE = COMPAT / "kernel_sms.yml"
 # pip's platform tags of the machines pinsets.yml names (sglang-kernel ships manylinux2014 wheels,
 # vllm manylinux_2_35 ones).
