@@ -13,7 +13,8 @@ import pytest
 from gpunode.errors import FactError
 from gpunode.facts import cache
 from gpunode.facts.cache import Group
-from gpunode.facts.probe import Snippet, script, split
+from gpunode.facts.probe import script, split
+from gpunode.facts.snippet import Snippet
 
 
 def snippets(src: Path, log: Path) -> list[Snippet]:

@@ -13,8 +13,9 @@ import pytest
 from gpunode.errors import FactError
 from gpunode.facts import install
 from gpunode.facts.parse import parse
-from gpunode.facts.probe import Snippet, gather, script, split, venv_root
+from gpunode.facts.probe import gather, script, split, venv_root
 from gpunode.facts.snapshot import RawFacts, Section, load, save
+from gpunode.facts.snippet import Snippet
 from gpunode.transport.local import LocalTransport
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -12,8 +12,9 @@ from gpunode import userfiles
 from gpunode.doctor.checks import Evidence, Listener, Unit
 from gpunode.errors import InventoryError
 from gpunode.facts.parse import parse
-from gpunode.facts.probe import Snippet, gather
+from gpunode.facts.probe import gather
 from gpunode.facts.snapshot import RawFacts
+from gpunode.facts.snippet import Snippet
 from gpunode.transport.base import Transport
 
 #: journal lines read per unit

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from gpunode.facts.cache import Group
-from gpunode.facts.probe import LIB_DIRS, Snippet
+from gpunode.facts.snippet import LIB_DIRS, Snippet
 from gpunode.facts.types import CudaToolkit
 
 _LIB_GLOBS = " ".join(f'"{d}"/libcuda.so* "{d}"/libnvidia-ml.so* "{d}"/libnuma.so*' for d in LIB_DIRS)

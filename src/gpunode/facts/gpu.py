@@ -23,7 +23,7 @@ from gpunode.errors import FactError
 from gpunode.facts import mig
 from gpunode.facts.cache import Group
 from gpunode.facts.cuda import LIB_SCAN
-from gpunode.facts.probe import Snippet
+from gpunode.facts.snippet import Snippet
 from gpunode.facts.types import Driver, Gpu
 
 #: nvidia-smi arguments of the CSV query. The lab's stand-in nvidia-smi answers

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from gpunode.facts.cuda import blocks
-from gpunode.facts.probe import Snippet
+from gpunode.facts.snippet import Snippet
 from gpunode.facts.types import Install
 
 SNIPPETS = (

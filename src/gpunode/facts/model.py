@@ -19,7 +19,7 @@ from typing import Any
 from gpunode.errors import FactError, preview
 from gpunode.facts import model_parts, model_size, served
 from gpunode.facts.cache import Group
-from gpunode.facts.probe import Snippet
+from gpunode.facts.snippet import Snippet
 from gpunode.facts.types import Model
 
 _HAS_MODEL = '[ -n "$GN_MODEL" ]'

@@ -13,8 +13,8 @@ import ipaddress
 import re
 
 from gpunode import shell
-from gpunode.facts.probe import Snippet
 from gpunode.facts.snapshot import RawFacts
+from gpunode.facts.snippet import Snippet
 from gpunode.facts.types import IbPort, Network
 
 # ibstatus's own format (infiniband-diags' ibstatus script: one block per port, sysfs values as they are)

@@ -19,22 +19,15 @@ import functools
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from gpunode import marked, shell
 from gpunode.errors import FactError, tail
 from gpunode.facts import cache
-from gpunode.facts.cache import Group
 from gpunode.facts.snapshot import RawFacts, Section
+from gpunode.facts.snippet import Snippet
 from gpunode.transport.base import Transport
 
 DEFAULT_VENV_ROOT = "/opt/gpunode/venvs"
-
-# Directories where driver libraries live on Debian/Ubuntu/RHEL hosts, in
-# containers with bind-mounted drivers, and in NVIDIA's container images.
-LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-            "/lib/x86_64-linux-gnu", "/lib64", "/usr/local/nvidia/lib64", "/usr/local/nvidia/lib",
-            "/usr/lib/wsl/lib")
 
 _PRELUDE = r"""
 N=$1; GN_MODEL=$2; GN_VENV=$3; GN_VENV_ROOT=$4; GN_CACHE=${5:-}; GN_WRITE=${6:-}
@@ -50,27 +43,6 @@ end() { printf '\n@@gpunode:%s:rc %s\n' "$N" "$1"; }
 # A wedged GPU can hang nvidia-smi for minutes; bound every driver call.
 t() { if command -v timeout >/dev/null 2>&1; then timeout 30 "$@"; else "$@"; fi; }
 """
-
-
-@dataclass(frozen=True)
-class Snippet:
-    """One section: a name and a shell body run in a subshell, stderr merged."""
-
-    name: str
-    body: str
-    #: shell condition; when it is false the section is left out entirely
-    when: str = ""
-    #: shell text run once before every section, in the probe's own shell (its variables are
-    #: seen by all sections): one process that serves several sections, such as one df
-    prepare: str = ""
-    #: the cache group this section belongs to (facts/cache.py): its output is reused while
-    #: the files the group names are unchanged
-    cached: Group | None = None
-    #: run in the probe's own shell instead of a subshell: a fork each costs ~0.25 ms in a
-    #: container, and a no-op pays for every section. Only for a body that leaves that shell as it
-    #: found it: no exit, cd, set, shift, trap or exec, IFS restored, none of the probe's own
-    #: variables (N, GN_*, gn_*, rc_*) assigned (tests/unit/test_facts_inline.py checks each one)
-    inline: bool = False
 
 
 def _snippets() -> list[Snippet]:

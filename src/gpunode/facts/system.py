@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from gpunode.facts.cache import Group
-from gpunode.facts.probe import Snippet
+from gpunode.facts.snippet import Snippet
 
 # getconf's answer comes from libc.so.6 itself: reused while that file is the same.
 GLIBC = Group("glibc", tuple(f"{d}/libc.so.6" for d in (
