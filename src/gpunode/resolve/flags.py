@@ -125,7 +125,8 @@ def engine_args(kb: KB, p: Pinset, gpus: GpuSet | None, rule: ModelRule, choices
     args: list[str] = []
     if e == "sglang":
         args.append(flag(kb, "metrics", e, v))  # Prometheus /metrics for inv status and scrapers
-    args += remote_code.args(kb, p, rule, choices.trust_remote_code, gpus.arch.cc if gpus else None, trail)
+    if remote_code.decide(kb, p, rule, choices.trust_remote_code, gpus.arch.cc if gpus else None, trail):
+        args.append(flag(kb, "trust_remote_code", e, v))
     if e == "sglang" and gpus:
         args += _attention(kb, p, gpus, rule, choices, trail)
     if e in ("sglang", "vllm"):

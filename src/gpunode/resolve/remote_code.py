@@ -29,9 +29,8 @@ def shipped(rule: ModelRule) -> str:
     return f"config.json auto_map: {', '.join(m.custom_code)}" if m and m.custom_code else "its repository's code"
 
 
-def args(kb: KB, p: Pinset, rule: ModelRule, trusted: bool, cc: str | None, trail: Trail) -> list[str]:
-    from gpunode.resolve.flags import flag
-
+def decide(kb: KB, p: Pinset, rule: ModelRule, trusted: bool, cc: str | None, trail: Trail) -> bool:
+    """Whether the servers get the engine's trust_remote_code flag (flags.py spells it), with the reason."""
     m = rule.model
     custom = bool(m and m.custom_code)
     fact = f"model.custom_code={list(m.custom_code) if m else []}"
@@ -42,7 +41,7 @@ def args(kb: KB, p: Pinset, rule: ModelRule, trusted: bool, cc: str | None, trai
                "model does not need it")
         trail.decide("remote code", "trusted (--trust-remote-code)", why, fact=fact, rule="trust_remote_code",
                      source=SOURCE)
-        return [flag(kb, "trust_remote_code", p.engine, p.version)]
+        return True
     if custom:
         arch = m.architectures[0] if m and m.architectures else "?"
         derived = kb.sglang_pick(p.id, arch, cc, m.model_type if m else "") if cc and p.engine == "sglang" else None
@@ -53,4 +52,4 @@ def args(kb: KB, p: Pinset, rule: ModelRule, trusted: bool, cc: str | None, trai
                    "trust_remote_code, set trust_remote_code: true (only for a model source you trust)")
         trail.decide("remote code", "not run (no flag)", f"trust_remote_code is off; {arch} is read by "
                      f"{p.engine}'s own code", fact=fact, rule="trust_remote_code (default off)", source=SOURCE)
-    return []
+    return False
