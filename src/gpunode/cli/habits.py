@@ -11,6 +11,10 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from invoke import Collection
 
 #: Spelled another way in gpunode, same meaning: rewritten before parsing.
 ALIASES = {
@@ -78,6 +82,9 @@ given = Given()
 program = "inv"
 #: The -i/--inventory the user typed, for the commands a hint suggests (cli.common.inventory_path sets it).
 inventory_typed: str | None = None
+#: The task tree whose tasks a hint may name: gpunode.cli.main sets it as it builds it (every task's
+#: module imports this one, so this one cannot import the tree).
+tree: Collection | None = None
 
 
 def as_typed(text: str) -> str:
@@ -111,11 +118,11 @@ def _tasks() -> dict[str, bool]:
     """Every task name of the program the user ran -> whether it takes --inventory."""
     import inspect
 
-    from gpunode.cli.main import ns
-
     out: dict[str, bool] = {}
-    for name in ns.task_names:
-        body = ns[name].body
+    if tree is None:
+        return out
+    for name in tree.task_names:
+        body = tree[name].body
         out[name] = "inventory" in inspect.signature(body).parameters
     return out
 

@@ -9,6 +9,7 @@ import sys
 from invoke import Collection, Task
 
 from gpunode import __version__
+from gpunode.cli import habits
 
 # One module per area; each exposes `ns`. Imported by name so that a missing
 # optional dependency of one area (e.g. proxmoxer for onboard) names itself.
@@ -20,13 +21,13 @@ for _area in AREAS:
     _tasks = importlib.import_module(f"gpunode.cli.{_area}").ns
     for _one in _tasks if isinstance(_tasks, list) else [_tasks]:  # a list: several top-level tasks
         (ns.add_task if isinstance(_one, Task) else ns.add_collection)(_one)
+habits.tree = ns  # the tasks an error's hint may name, with the user's -i (cli.habits.as_typed)
 
 
 def main(argv: list[str] | None = None, namespace: Collection | None = None) -> None:
     """Run the CLI (namespace: another task tree, e.g. tasks.py's with the lab's). Each task turns
     its own errors into messages (cli.common.task); this is the last resort for what escapes
     outside a task, e.g. while invoke converts an option's value."""
-    from gpunode.cli import habits
     from gpunode.cli.program import GpunodeProgram
 
     habits.program = "gpunode"  # the console script: its hints name `gpunode ...`, not `inv ...`
