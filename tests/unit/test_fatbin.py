@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from gpunode.knowledge import fatbin
+from gpunode.resolve.kernels import runs_on
 
 LIB = Path(__file__).resolve().parents[1] / "data" / "fatbin" / "sglang_kernel-0.4.10-x86_64-spatial_ops.abi3.so"
 
@@ -40,11 +41,11 @@ def test_a_wheel_is_read_library_by_library(tmp_path):
 def test_which_gpus_can_load_it(cc, runs):
     with LIB.open("rb") as f:
         names = [c.name for c in fatbin.codes(f)]
-    assert fatbin.runs_on(names, [], cc) is runs
+    assert runs_on(names, [], cc) is runs
 
 
 def test_ptx_is_compiled_by_the_driver_for_newer_gpus_only():
-    assert fatbin.runs_on([], ["compute_75"], "8.6") and not fatbin.runs_on([], ["compute_75"], "7.0")
+    assert runs_on([], ["compute_75"], "8.6") and not runs_on([], ["compute_75"], "7.0")
 
 
 def test_not_an_elf_file_is_an_error(tmp_path):

@@ -109,20 +109,3 @@ def summary(by_library: dict[str, set[Code]]) -> dict[str, list[str]]:
     """{'sass': ['sm_80', ...], 'ptx': [...]}: the union over the wheel's libraries, sorted."""
     every = set().union(*by_library.values()) if by_library else set()
     return {kind: [c.name for c in sorted(c for c in every if c.kind == kind)] for kind in ("sass", "ptx")}
-
-
-def runs_on(sass: list[str], ptx: list[str], cc: str) -> bool:
-    """Whether a GPU of compute capability `cc` ("8.6") can load code from these lists: SASS of the
-    same major and a minor no higher than its own (arch-specific 'a' code only on its exact GPU),
-    or any PTX of a lower or equal version."""
-    major, minor = (int(x) for x in cc.split("."))
-    mine = major * 10 + minor
-    for name in sass:
-        digits = name[3:].rstrip("af")
-        sm = int(digits)
-        if name.endswith("a"):
-            if sm == mine:
-                return True
-        elif sm // 10 == major and sm % 10 <= minor:
-            return True
-    return any(int(name[8:].rstrip("af")) <= mine for name in ptx)

@@ -8,7 +8,6 @@ from importlib import resources
 from typing import Any
 
 from gpunode import yamlsrc
-from gpunode.knowledge.fatbin import runs_on
 from gpunode.resolve.kb import KB, Pinset
 
 WHERE = "compat/kernel_sms.yml (generated from the wheels by gpunode.kernelsms)"
@@ -31,6 +30,23 @@ def runs(p: Pinset, machine: str, cc: str) -> bool | None:
         return None
     code = core(*p.gpu_code, machine)
     return None if code is None else runs_on(code["sass"], code["ptx"], cc)
+
+
+def runs_on(sass: list[str], ptx: list[str], cc: str) -> bool:
+    """Whether a GPU of compute capability `cc` ("8.6") can load code from these lists: SASS of the
+    same major and a minor no higher than its own (arch-specific 'a' code only on its exact GPU),
+    or any PTX of a lower or equal version."""
+    major, minor = (int(x) for x in cc.split("."))
+    mine = major * 10 + minor
+    for name in sass:
+        digits = name[3:].rstrip("af")
+        sm = int(digits)
+        if name.endswith("a"):
+            if sm == mine:
+                return True
+        elif sm // 10 == major and sm % 10 <= minor:
+            return True
+    return any(int(name[8:].rstrip("af")) <= mine for name in ptx)
 
 
 def describe(p: Pinset, machine: str) -> str:
