@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from gpunode import listen
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
-from gpunode.fleet.units import flag_value
+from gpunode.listen import flag_value
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.files import File

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gpunode import listen
 from gpunode.fleet import metrics, units
 from gpunode.fleet.status import gpu_memory, parse_workers
 
@@ -41,10 +42,10 @@ def test_exec_argv_of_a_recorded_server_finds_port_model_and_venv():
                if line.startswith("ExecStart=") and "--port 30002" in line]
     argv = units.exec_argv(text.split("=", 1)[1])
     assert argv[0] == "/opt/gpunode/venvs/vllm-cpu-0.32/bin/python"
-    assert units.flag_value(argv, "--port") == "30002"
-    assert units.flag_value(argv, "--served-model-name") == "tiny-qwen3"
-    assert units.flag_value(argv, "--no-such") is None
-    assert units.flag_value(["x", "--port=8000"], "--port") == "8000"
+    assert listen.flag_value(argv, "--port") == "30002"
+    assert listen.flag_value(argv, "--served-model-name") == "tiny-qwen3"
+    assert listen.flag_value(argv, "--no-such") is None
+    assert listen.flag_value(["x", "--port=8000"], "--port") == "8000"
 
 
 @pytest.mark.parametrize(("stamp", "zone", "offset", "expected"), [

@@ -12,7 +12,7 @@ from gpunode.engine import journal, lock
 from gpunode.engine.lock import Owner
 from gpunode.errors import InventoryError, StepError, tail
 from gpunode.fleet.status import Report, Unit
-from gpunode.fleet.units import flag_value
+from gpunode.listen import flag_value
 from gpunode.steps.health import Endpoint, Ready, router_admits
 from gpunode.transport.base import Transport
 

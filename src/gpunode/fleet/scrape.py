@@ -25,7 +25,7 @@ from typing import Any
 
 from gpunode.errors import InventoryError
 from gpunode.fleet.status import Report, Unit
-from gpunode.fleet.units import flag_value
+from gpunode.listen import flag_value
 
 # sglang-router 0.3.2 (router_args.py): --prometheus-port's help says "default: 29000"; the
 # host's default (None) is the router's own 0.0.0.0.

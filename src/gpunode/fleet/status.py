@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from gpunode import listen
 from gpunode.fleet import metrics, units
 from gpunode.fleet.gather import FLEET_UNIT, ROUTER_UNIT, sections
 
@@ -135,7 +136,7 @@ def _kind(unit_id: str, argv: list[str]) -> str:
         return "fleet-router"
     if unit_id == "gpunode-stage-weights.service":
         return "staging"
-    return "server" if units.flag_value(argv, "--port") else "other"
+    return "server" if listen.flag_value(argv, "--port") else "other"
 
 
 def _engine(description: str) -> str:
@@ -159,7 +160,7 @@ def unit_from(props: dict[str, str], now: datetime | None, zone: tuple[str, str]
              sub=props.get("SubState", ""), load=props.get("LoadState", ""),
              pid=int(props.get("MainPID") or 0), restarts=int(props.get("NRestarts") or 0),
              result=props.get("Result", ""), engine=_engine(props.get("Description", "")), pinset=_pinset(argv),
-             model=units.flag_value(argv, "--served-model-name") or "", argv=argv)
+             model=listen.flag_value(argv, "--served-model-name") or "", argv=argv)
     if u.kind in ROUTERS:
         u.pinset = ""
     if u.active == "active":

@@ -43,16 +43,6 @@ def exec_argv(value: str) -> list[str]:
     return m.group(1).split()
 
 
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value after `flag` (or in `flag=value`) on a command line."""
-    for i, word in enumerate(argv):
-        if word == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith(flag + "="):
-            return word.split("=", 1)[1]
-    return None
-
-
 _STAMP = re.compile(r"^\w{3} (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) (\S+)$")
 _OFFSET = re.compile(r"^([+-])(\d{2})(\d{2})$")
 
