@@ -217,18 +217,6 @@ def multinode(targets: Sequence[Target]) -> bool:
     return all(flags) and len(targets) > 0
 
 
-def node_address(target: Target) -> str:
-    """The address the other nodes reach this one by: multinode_address, else the SSH host's address."""
-    v = target_vars(target)
-    if v.get("multinode_address"):
-        return str(v["multinode_address"])
-    if target.container is not None:
-        raise InventoryError(f"{target.name} is a container: the Proxmox host's address ({target.host.address}) is "
-                             "not the container's", target=target.name,
-                             hint="set multinode_address: to the container's address on the nodes' network")
-    return target.host.address
-
-
 def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callable[[str], Any] | None = None,
                   output: Callable[[str], Any] | None = None) -> list[Job]:
     """A multi-node group: every node's facts (with its route to the head and its InfiniBand ports), then
@@ -237,7 +225,7 @@ def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callab
     from dataclasses import replace
 
     from gpunode.facts import network
-    from gpunode.resolve.multinode import Member, resolve_group
+    from gpunode.resolve.multinode import Member, node_address, resolve_group
 
     head = node_address(pairs[0][0])
     try:

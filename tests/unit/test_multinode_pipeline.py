@@ -13,6 +13,7 @@ from gpunode import pipeline, roles
 from gpunode.errors import InventoryError
 from gpunode.facts import snapshot
 from gpunode.inventory import Container, Host, Target
+from gpunode.resolve.multinode import node_address
 from gpunode.transport.base import Result
 from tests.unit.resolve_facts import DATA
 
@@ -71,8 +72,8 @@ def test_a_container_node_needs_its_own_address():
     ct = Target(Host(name="pve", address="198.51.100.7"), Container(200, None, {}, "test"),
                 {"multinode": True})
     with pytest.raises(InventoryError, match="multinode_address"):
-        pipeline.node_address(ct)
-    assert pipeline.node_address(Target(ct.host, ct.container, {"multinode_address": "10.1.0.5"})) == "10.1.0.5"
+        node_address(ct)
+    assert node_address(Target(ct.host, ct.container, {"multinode_address": "10.1.0.5"})) == "10.1.0.5"
 
 
 def test_a_head_known_only_by_name_is_refused_before_any_probe():

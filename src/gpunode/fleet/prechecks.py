@@ -57,7 +57,7 @@ def fleet(targets: Sequence[Any], every: list[Any]) -> None:
 def multinode(targets: Sequence[Any], inv: Any) -> None:
     """A selected multi-node group: its head reachable by the others, all its nodes selected, and
     dist_init_port on no port of a server."""
-    from gpunode.pipeline import node_address
+    from gpunode.resolve.multinode import node_address
 
     head = targets[0]
     address = node_address(head)

@@ -12,15 +12,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpunode.errors import ResolveError
+from gpunode.errors import InventoryError, ResolveError
 from gpunode.facts.types import Facts, Network
 from gpunode.resolve.core import resolve
 from gpunode.resolve.kb import KB
 from gpunode.resolve.load import load
 from gpunode.resolve.plan import Decision, Plan
 from gpunode.resolve.topology import DoesNotFit, Nodes
+
+if TYPE_CHECKING:
+    from gpunode.inventory import Target
 
 DIST_INIT_PORT = 20000
 PARALLEL = ("tensor", "pipeline")
@@ -198,3 +201,14 @@ def _why(head: Plan, too_big: DoesNotFit, nnodes: int, parallel: str, port: int,
 
 def _with_decision(plan: Plan, d: Decision) -> Plan:
     return dataclasses.replace(plan, decisions=(*plan.decisions, d))
+
+
+def node_address(target: Target) -> str:
+    """The address the other nodes reach this one by: multinode_address, else the SSH host's address."""
+    if target.vars.get("multinode_address"):
+        return str(target.vars["multinode_address"])
+    if target.container is not None:
+        raise InventoryError(f"{target.name} is a container: the Proxmox host's address ({target.host.address}) is "
+                             "not the container's", target=target.name,
+                             hint="set multinode_address: to the container's address on the nodes' network")
+    return target.host.address
