@@ -35,8 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import bench_target  # noqa: E402  (beside this script)
 
-from gpunode.knowledge import pinlocks  # noqa: E402
-from gpunode.resolve import load  # noqa: E402
+from gpunode.resolve import (
+    load,  # noqa: E402
+    pylock,  # noqa: E402
+)
 from gpunode.steps.venv import Venv  # noqa: E402
 
 WORK = "/var/tmp/gpunode-bench-coldpath"
@@ -102,7 +104,7 @@ def main() -> None:
     facts = dict(line[2:].split(" ", 1) for line in prep if line.startswith("@@") and " " in line)
     installed = [line.split(" ", 1)[1] for line in prep if line.startswith("@@pkg ")]
     kb = load.load()
-    lock = pinlocks.find(kb.pinset("router-sglang-router"), facts["machine"], facts["python"])
+    lock = pylock.find(kb.pinset("router-sglang-router"), facts["machine"], facts["python"])
     if lock is None:
         sys.exit(f"no router lock for {facts['machine']} python{facts['python']}")
     package, module = kb.routers["sglang-router"].package, kb.routers["sglang-router"].module

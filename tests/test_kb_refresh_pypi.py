@@ -16,7 +16,7 @@ import pytest
 
 from gpunode.errors import GpunodeError
 from gpunode.knowledge import pinlocks, proposal, refresh, releases
-from gpunode.resolve import load_kb
+from gpunode.resolve import load_kb, pylock
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def test_the_newest_sglang_release_is_covered_or_its_proposal_locks(tmp_path, ca
         assert made.entry["glibc_min"] == hand.glibc_min
     file, _, _ = refresh.write(kb, made, command="tests/test_kb_refresh_pypi.py", folder=tmp_path, lock=False)
     pinset = refresh.as_pinset(kb, made, file)
-    target = pinlocks.Target("x86_64", "3.12", pinset.glibc_min or "2.17")
+    target = pylock.Target("x86_64", "3.12", pinset.glibc_min or "2.17")
     try:
         lock = pinlocks.make(kb, pinset, target, command="tests/test_kb_refresh_pypi.py", root=tmp_path / "locks")
     except GpunodeError as exc:

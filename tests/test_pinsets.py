@@ -147,8 +147,9 @@ def test_a_pinset_that_cannot_install_fails(tmp_path: Path):
 def check_lock(p: Pinset, t, work: Path) -> str:
     """Why the lock of (p, t) no longer installs, or "" when it does (or cannot be checked here: "skip: ...")."""
     from gpunode.knowledge import pinlocks
+    from gpunode.resolve import pylock
 
-    lock = pinlocks.read(pinlocks.path(p, t))
+    lock = pylock.read(pylock.path(p, t))
     local = [line.split("taken from ", 1)[1].split(" (")[0] for line in lock.text.splitlines()
              if line.startswith("# NOTE:") and "taken from " in line]
     links = tuple(x for x in ", ".join(local).split(", ") if x and Path(x).is_dir())
@@ -163,7 +164,7 @@ def check_lock(p: Pinset, t, work: Path) -> str:
     proc = subprocess.run(argv, capture_output=True, text=True, env=pinlocks.clean_env(), timeout=600)
     if proc.returncode != 0:
         return f"{lock.path} no longer installs on {t.platform}:\n{proc.stderr[-1500:]}"
-    now = {x.name: set(x.hashes) for x in pinlocks.read(out).packages}
+    now = {x.name: set(x.hashes) for x in pylock.read(out).packages}
     changed = [f"{x.name}=={x.version}" for x in lock.packages if not set(x.hashes) & now.get(x.name, set())]
     return f"{lock.path}: wheels changed on the index since the lock was made: {changed}" if changed else ""
 
@@ -180,8 +181,9 @@ def test_every_lock_still_installs_from_its_indexes(tmp_path: Path, capsys):
     from concurrent.futures import ThreadPoolExecutor
 
     from gpunode.knowledge import pinlocks
+    from gpunode.resolve import pylock
 
-    todo = [(p, t) for p in KB.pinsets for t in pinlocks.targets(p) if pinlocks.path(p, t).is_file()]
+    todo = [(p, t) for p in KB.pinsets for t in pinlocks.targets(p) if pylock.path(p, t).is_file()]
     assert todo, "no locks in gpunode/compat/locks"
     started = time.monotonic()
     with ThreadPoolExecutor(max_workers=6) as pool:

@@ -36,9 +36,9 @@ from gpunode.facts.model import parse_model
 from gpunode.facts.types import Driver, Facts, Install
 from gpunode.judge import Case, Gpu, Verdict, derive, judge, record
 from gpunode.judge.env import JudgeEnv, JudgeError, build, lock_file
-from gpunode.knowledge.pinlocks import ROOT as LOCKS
 from gpunode.resolve import resolve
 from gpunode.resolve.load import load
+from gpunode.resolve.pylock import ROOT as LOCKS
 from tests.unit.resolve_facts import KPRO6_CT, smi
 
 pytestmark = pytest.mark.slow

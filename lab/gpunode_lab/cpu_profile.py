@@ -38,12 +38,11 @@ def requirements() -> list[str]:
 def locked(pinset: str | None = None) -> list[str]:
     """A pin set's lock lines for the containers (x86_64, Debian 12's Python 3.11), by default the cpu
     engine's; empty without one."""
-    from gpunode.knowledge import pinlocks
-    from gpunode.resolve import load_kb
+    from gpunode.resolve import load_kb, pylock
 
     kb = load_kb()
     p = kb.pinset(pinset) if pinset else next(x for x in kb.pinsets if x.engine == "vllm-cpu")
-    lock = pinlocks.find(p, "x86_64", "3.11") if p else None
+    lock = pylock.find(p, "x86_64", "3.11") if p else None
     return lock.requirements() if lock else []
 
 

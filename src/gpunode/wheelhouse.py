@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpunode.errors import InventoryError
-from gpunode.knowledge import pinlocks
-from gpunode.resolve import load_kb
+from gpunode.resolve import load_kb, pylock
 from gpunode.resolve.kb import KB, Pinset
 
 
@@ -70,6 +69,6 @@ def pinset_download(pid: str, *, python: str, glibc: str = "2.36", machine: str 
     if p.torch_cuda and p.torch_cuda in kb.nvcc:
         reqs += list(kb.nvcc[p.torch_cuda].packages)  # the pip nvcc the CUDA fixes may install
     reqs += [r.package for r in kb.routers.values()]
-    lock = pinlocks.find(p, machine, python)
+    lock = pylock.find(p, machine, python)
     return Download(tuple(dict.fromkeys([*reqs, *extra])), primary, extras, python, platforms(glibc, machine),
                     tuple(lock.requirements()) if lock else (), f"{p.id}/{lock.path.name}" if lock else "")

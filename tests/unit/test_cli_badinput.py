@@ -212,7 +212,7 @@ def test_bad_input_exits_2_with_a_message_naming_it(files, argv, expected, tmp_p
     _make(tmp_path, files)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    # the user's cache dir holds what any run parsed (pinlocks.read, keyed by content), not this run's state
+    # the user's cache dir holds what any run parsed (pylock.read, keyed by content), not this run's state
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path.with_name(tmp_path.name + "-cache")))
     for name in ("GPUNODE_INVENTORY", "GPUNODE_DEBUG", "PVE_TOKEN_SECRET"):
         monkeypatch.delenv(name, raising=False)

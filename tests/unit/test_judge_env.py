@@ -13,8 +13,8 @@ import yaml
 
 from gpunode.judge import Case, Gpu, Verdict, derive
 from gpunode.judge.env import STAND_INS, JudgeError, lock_file, lock_packages, split
-from gpunode.knowledge.pinlocks import ROOT
 from gpunode.resolve.load import load
+from gpunode.resolve.pylock import ROOT
 
 KB = load()
 LOCKED = [p.id for p in KB.pinsets if p.engine == "sglang" and lock_file(ROOT, p.id).exists()]

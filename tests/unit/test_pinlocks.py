@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from gpunode.knowledge import pinlocks
+from gpunode.resolve import pylock
 from gpunode.resolve.load import load
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.venv import Venv
 
 KB = load()
-UNLOCKED = pinlocks.ROOT / "UNLOCKED.md"
+UNLOCKED = pylock.ROOT / "UNLOCKED.md"
 
 
 def unlocked() -> set[str]:
@@ -36,13 +37,13 @@ def all_targets():
 
 @pytest.mark.parametrize("p, t", all_targets())
 def test_each_target_is_locked_and_the_lock_matches_its_pinset(p, t):
-    file = pinlocks.path(p, t)
+    file = pylock.path(p, t)
     key = f"{p.id} {t.machine} {t.python}"
     if not file.is_file():
         assert key in unlocked(), f"{file} is missing: run inv pinsets.lock --pinset {p.id} (or say why in {UNLOCKED})"
         return
     assert key not in unlocked(), f"{key} is locked now: remove it from {UNLOCKED}"
-    lock = pinlocks.read(file)
+    lock = pylock.read(file)
     assert pinlocks.stale(KB, p, t, lock) == [], f"{file} is stale: run inv pinsets.lock --pinset {p.id}"
     assert f"for python {t.python} on {t.platform}" in lock.text.splitlines()[2]
     assert all(len(h) == 64 for x in lock.packages for h in x.hashes)
@@ -51,7 +52,7 @@ def test_each_target_is_locked_and_the_lock_matches_its_pinset(p, t):
 def test_a_changed_pin_makes_the_lock_stale():
     p = KB.pinset("cu13-latest")
     t = pinlocks.targets(p)[0]
-    lock = pinlocks.read(pinlocks.path(p, t))
+    lock = pylock.read(pylock.path(p, t))
     moved = dataclasses.replace(p, packages=tuple(dataclasses.replace(x, req="torch==2.14.0") if x.name == "torch"
                                                   else x for x in p.packages))
     why = pinlocks.stale(KB, moved, t, lock)
@@ -60,8 +61,8 @@ def test_a_changed_pin_makes_the_lock_stale():
 
 def test_lock_lines_carry_the_wheel_hash():
     p = KB.pinset("cu13-latest")
-    lock = pinlocks.find(p, "x86_64", "3.12")
-    assert lock is not None and pinlocks.find(p, "x86_64", "3.13") is None
+    lock = pylock.find(p, "x86_64", "3.12")
+    assert lock is not None and pylock.find(p, "x86_64", "3.13") is None
     torch = next(line for line in lock.requirements() if line.startswith("torch=="))
     assert torch.startswith("torch==2.14.1 --hash=sha256:") and len(torch.split(":")[1]) == 64
 

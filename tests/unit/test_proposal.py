@@ -126,9 +126,9 @@ def test_glibc_is_read_from_the_wheels_manylinux_tags(before_latest):
 def test_lock_changes_name_what_floated_per_target(before_latest):
     """The committed locks of cu13-latest stand for a proposal's new locks, against cu13-b's."""
     p = proposal.propose(before_latest, newest_meta("sglang"), meta("torch-2.14.1.METADATA"), today=TODAY)
-    from gpunode.knowledge import pinlocks
+    from gpunode.resolve import pylock
 
-    locks = [pinlocks.read(f) for f in sorted((pinlocks.ROOT / "cu13-latest").glob("pylock.*-py31[12].toml"))]
+    locks = [pylock.read(f) for f in sorted((pylock.ROOT / "cu13-latest").glob("pylock.*-py31[12].toml"))]
     lines = refresh.lock_changes(before_latest, p, locks)
     assert all("differ from cu13-b's lock" in line for line in lines)
     text = " ".join(lines)

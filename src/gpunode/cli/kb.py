@@ -181,7 +181,7 @@ def _registry(kb, check, newer):
 def _derive(kb, pinset, check, models):
     from gpunode.judge import derive
     from gpunode.judge.env import build, lock_file
-    from gpunode.knowledge import pinlocks
+    from gpunode.resolve import pylock
 
     sglang = [p for p in kb.pinsets if p.engine == "sglang"]
     folder = Path(models) if models else Path(__file__).resolve().parents[3] / "tests" / "data" / "models"
@@ -194,10 +194,10 @@ def _derive(kb, pinset, check, models):
         if pinset and p.id not in pinset:
             continue
         # a pin set without a lock for this Python is judged with a locked pin set of the same sglang
-        locked = [q.id for q in sglang if q.version == p.version and lock_file(pinlocks.ROOT, q.id).exists()]
+        locked = [q.id for q in sglang if q.version == p.version and lock_file(pylock.ROOT, q.id).exists()]
         say(f"kb.refresh: judge environment for {p.id} (minutes the first time, cached after)")
         started = time.monotonic()
-        envs[p.id] = (p.version, build(locked[0] if locked else p.id, pinlocks.ROOT, log=say),
+        envs[p.id] = (p.version, build(locked[0] if locked else p.id, pylock.ROOT, log=say),
                       derive.kb_choices(kb, p), derive.reference_gpus(p.torch_cuda or "13.0"))
         say(f"kb.refresh: judge environment for {p.id} ready in {time.monotonic() - started:.0f} s")
     started = time.monotonic()

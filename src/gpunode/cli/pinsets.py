@@ -29,7 +29,7 @@ HELP = {
 def lock(c, pinset=None, python=None, machine=None, without=None, find_links=None):
     """Resolve each pin set's full closure per machine and Python with uv and write its pylock.toml."""
     from gpunode.knowledge import pinlocks
-    from gpunode.resolve import load_kb
+    from gpunode.resolve import load_kb, pylock
 
     kb = load_kb()
     lockable = (*kb.pinsets, *kb.router_pinsets())
@@ -57,7 +57,7 @@ def lock(c, pinset=None, python=None, machine=None, without=None, find_links=Non
                 print(f"{p.id}: {t.machine} python{t.python}: NOT locked: {exc}", flush=True)
                 continue
             print(f"{p.id}: {t.machine} python{t.python}: {len(made.packages)} packages -> "
-                  f"{made.path.relative_to(pinlocks.ROOT.parents[1])}", flush=True)
+                  f"{made.path.relative_to(pylock.ROOT.parents[1])}", flush=True)
     if failed:
         raise CommandError(f"{len(failed)} target(s) not locked: {'; '.join(failed)}", target="localhost",
                            hint="their old locks (if any) are kept; see each error above")

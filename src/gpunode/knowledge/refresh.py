@@ -19,6 +19,7 @@ from packaging.version import Version
 from gpunode.errors import GpunodeError
 from gpunode.knowledge import pinlocks, proposal, releases
 from gpunode.knowledge.releases import Project, Release
+from gpunode.resolve import pylock
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.load import _pinset
 from gpunode.resolve.yamlread import Reader
@@ -138,7 +139,7 @@ def as_pinset(kb: KB, p: proposal.Proposal, file: Path) -> Pinset:
 
 
 def write(kb: KB, p: proposal.Proposal, *, command: str, folder: Path = proposal.FOLDER, lock: bool = True,
-          say: Callable[[str], None] = print) -> tuple[Path, list[pinlocks.Lock], list[str]]:
+          say: Callable[[str], None] = print) -> tuple[Path, list[pylock.Lock], list[str]]:
     """Write the proposal and (with `lock`) its lock for every target; returns the file, the locks made and
     why each other target could not be locked (uv's own words: that is what a reviewer needs to see)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -162,18 +163,18 @@ def write(kb: KB, p: proposal.Proposal, *, command: str, folder: Path = proposal
     return file, locks, failed
 
 
-def lock_changes(kb: KB, p: proposal.Proposal, locks: Iterable[pinlocks.Lock]) -> list[str]:
+def lock_changes(kb: KB, p: proposal.Proposal, locks: Iterable[pylock.Lock]) -> list[str]:
     """The packages whose locked version differs from the copied-from pin set's lock of the same target;
     targets whose differences are the same share one line."""
     del kb
     groups: dict[str, list[str]] = {}
     for lock in locks:
         target = f"{lock.path.name} ({len(lock.packages)} packages)"
-        old_file = pinlocks.ROOT / p.template.id / lock.path.name
+        old_file = pylock.ROOT / p.template.id / lock.path.name
         if not old_file.is_file():
             groups.setdefault(f"{p.template.id} has no lock for it", []).append(target)
             continue
-        old = {canonicalize_name(x.name): x.version for x in pinlocks.read(old_file).packages}
+        old = {canonicalize_name(x.name): x.version for x in pylock.read(old_file).packages}
         new = {canonicalize_name(x.name): x.version for x in lock.packages}
         diff = ([f"{n} {old[n]} -> {new[n]}" for n in sorted(new) if n in old and old[n] != new[n]]
                 + [f"+{n} {new[n]}" for n in sorted(new) if n not in old]

@@ -264,10 +264,10 @@ def read_transformers(wheel: Path) -> dict[str, Any]:
 
 def lock_version(pinset: str, package: str) -> str | None:
     """The version of `package` in the pin set's x86_64 lock (any Python: they hold the same transformers)."""
-    from gpunode.knowledge import pinlocks
+    from gpunode.resolve import pylock
 
-    for lock in sorted((pinlocks.ROOT / pinset).glob("pylock.x86_64-*.toml")):
-        for p in pinlocks.read(lock).packages:
+    for lock in sorted((pylock.ROOT / pinset).glob("pylock.x86_64-*.toml")):
+        for p in pylock.read(lock).packages:
             if p.name.lower() == package:
                 return p.version
     return None

@@ -1,4 +1,5 @@
-"""Which full lock each venv of the plan installs from (gpunode/knowledge/pinlocks.py, docs/locks.md).
+"""Which full lock each venv of the plan installs from (read by pylock.py, made by
+gpunode/knowledge/pinlocks.py; docs/locks.md).
 
 The resolver picks it, so that the roles read it from the typed plan: the lock of
 the pin set for the target's machine and Python, checked to hold the pin set's
@@ -9,14 +10,14 @@ is allowed.
 
 from __future__ import annotations
 
-from gpunode.knowledge import pinlocks
+from gpunode.resolve import pylock
 from gpunode.resolve.kb import Pinset
 from gpunode.resolve.plan import PlannedLock
 from gpunode.resolve.trail import Trail
 
 
 def planned(p: Pinset, machine: str, python: str, requirements: list[str], trail: Trail, what: str) -> PlannedLock:
-    lock = pinlocks.find(p, machine, python)
+    lock = pylock.find(p, machine, python)
     if lock is None:
         why = f"no lock for {machine} python{python} in gpunode/compat/locks/{p.id}/"
         trail.decide(f"{what} lock", "none", f"{why}: the {what} venv installs the pins and lets pip resolve the rest",
