@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -26,8 +26,8 @@ from typing import Any
 
 from gpunode import yamlsrc
 from gpunode.errors import InventoryError, preview
-from gpunode.roles import varspec
 from gpunode.secrets import SECRET_HOME, holds_secret, is_secret_name
+from gpunode.vartypes import Bad, checker, describe
 
 # (who reads them, package, file) beside the roles' own types.yml
 READERS = (("resolver", "gpunode.resolve", "types.yml"), ("facts", "gpunode.facts", "types.yml"),
@@ -45,82 +45,6 @@ class Variable:
     type: str
     readers: tuple[str, ...]  # roles by name, then "resolver", "facts", "onboard"
     declared: str             # where its type is written, for messages and the doc
-
-
-def _fraction(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 1:
-        raise varspec.Bad("is not a number between 0 and 1 (exclusive), e.g. 0.85")
-    return float(value)
-
-
-def _python(value: Any) -> str:
-    if isinstance(value, float):  # YAML reads `python: 3.10` as the number 3.1: refuse rather than guess
-        raise varspec.Bad("is a number; YAML turned the version into one: quote it, python: \"3.10\"")
-    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}", value):
-        raise varspec.Bad("is not a Python version: give major.minor, e.g. 3.12 (quoted in YAML: python: \"3.12\")")
-    return value
-
-
-def _version(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise varspec.Bad("is a number; YAML turned the version into one: quote it, e.g. \"0.5.10\"")
-    return varspec.SIMPLE["word"](value)
-
-
-def _cores(value: Any) -> Any:
-    """CPU ids: a list, one number or "0,2,4" (from --set)."""
-    items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
-    if isinstance(items, str):
-        parts = [p.strip() for p in items.split(",")]
-        if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts):
-            raise varspec.Bad("must be whole numbers separated by commas, e.g. 0,1")
-        items = [int(p) for p in parts]
-    if not isinstance(items, list) or not items:
-        raise varspec.Bad("must be a list of CPU ids, e.g. [0, 1]")
-    for x in items:
-        try:
-            varspec.checker("int 0..1048575")(x)
-        except varspec.Bad as exc:
-            raise varspec.Bad(f"holds {preview(x)}, which {exc}") from None
-    return value
-
-
-def _switch(value: Any) -> Any:
-    if value in (True, False) or value in ("auto", "true", "false"):
-        return value
-    raise varspec.Bad("is not one of 'auto', 'true', 'false'")
-
-
-def _mapping(value: Any) -> Any:
-    if not isinstance(value, dict):
-        raise varspec.Bad(f"is a {type(value).__name__}, not a mapping of settings")
-    return value
-
-
-# Types beyond varspec's, for the resolver's and onboard's variables.
-MORE: dict[str, tuple[Callable[[Any], Any], str]] = {
-    "fraction": (_fraction, "a number between 0 and 1"),
-    "python": (_python, "a Python version such as \"3.12\""),
-    "version": (_version, "a version such as \"0.5.10\""),
-    "cores": (_cores, "CPU ids, e.g. [0, 1]"),
-    "switch": (_switch, "auto, true or false"),
-    "mapping": (_mapping, "a mapping of settings"),
-}
-
-
-def checker(spec: str) -> Callable[[Any], Any]:
-    return MORE[spec][0] if spec in MORE else varspec.checker(spec)
-
-
-def describe(spec: str) -> str:
-    if spec in MORE:
-        return MORE[spec][1]
-    kind, _, arg = spec.partition(" ")
-    if kind == "int":
-        return f"a whole number {arg}"
-    if kind == "choice":
-        return "one of " + ", ".join(repr(a) for a in arg.split("|"))
-    return varspec.describe(spec)
 
 
 def _read(package: str, *parts: str) -> dict[str, str]:
@@ -211,7 +135,7 @@ def check(variables: Mapping[Any, Any], origins: Mapping[Any, str] | None = None
         spec = known[name].type
         try:
             checker(spec)(value)
-        except varspec.Bad as exc:
+        except Bad as exc:
             where = origins.get(name) or default_where
             # Arguments may carry an API key (--api-key ...): name them, do not print them.
             shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={preview(value)}"

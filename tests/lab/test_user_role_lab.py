@@ -19,12 +19,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from gpunode import roles, searchpath
+from gpunode import roles, searchpath, variables
 from gpunode.engine import DEFAULT_STATE_DIR, run_target
 from gpunode.engine.lock import Owner
 from gpunode.fleet import teardown
 from gpunode.report import HumanReport
-from gpunode.roles import varspec
 from gpunode.transport import SshTransport
 from gpunode_lab import paths
 from tests.lab.conftest import lab_settings
@@ -62,7 +61,7 @@ def project(lab, ct, tmp_path):
 
 def node_metrics(**changes) -> list:
     v = {**roles.defaults(), **changes}
-    varspec.check(v)
+    variables.check(v)
     names, _ = roles.select(None)
     assert names[-1] == "node_metrics"  # found on the search path, placed after the servers
     return roles.build(["node_metrics"], roles.RoleContext(target=f"lab/{VMID}", vars=v, facts=None, plan=None))

@@ -7,10 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from gpunode import roles
+from gpunode import roles, variables
 from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
-from gpunode.roles import varspec
 from gpunode.roles.context import RoleContext
 from gpunode.roles.engine import role as engine_role
 from gpunode.steps.venv import Venv
@@ -19,7 +18,7 @@ from tests.unit.resolve_facts import LAB_CPU, cpu_box, field_notes
 
 def venvs(facts, **extra) -> dict[str, Venv]:
     v = {**roles.defaults(), "model_source": "/dev/shm/Qwen3.6-27B", **extra}
-    varspec.check(v)
+    variables.check(v)
     ctx = RoleContext(target="t", vars=v, facts=facts, plan=resolve(facts, v))
     return {s.label: s for plan in engine_role.build(ctx) for s in plan.steps if isinstance(s, Venv)}
 

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import roles
+from gpunode import roles, variables
 from gpunode.engine import inline, probe
 from gpunode.errors import StepError
 from gpunode.judge import nodecheck
-from gpunode.roles import varspec
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers import role as servers_role
 from gpunode.steps.base import Change, NoChange, Probe
@@ -190,7 +189,7 @@ def test_an_acceptance_is_a_change_that_records_the_markers_only(tmp_path):
 
 def servers_steps(**extra) -> list:
     v = {**roles.defaults(), "model_source": "/dev/shm/Qwen3.6-27B", **extra}
-    varspec.check(v)
+    variables.check(v)
     ctx = RoleContext(target="kpro6/200", vars=v, facts=field_notes(), plan=resolve_plan(v))
     return [s for plan in servers_role.build(ctx) for s in plan.steps]
 

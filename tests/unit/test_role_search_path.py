@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import roles, searchpath, settings
+from gpunode import roles, searchpath, settings, variables
 from gpunode.cli.common import load_inventory
 from gpunode.errors import InventoryError
-from gpunode.roles import varspec
 from gpunode.steps.base import Probe
 from gpunode.steps.files import Template
 from gpunode.steps.render import render_from
@@ -91,9 +90,10 @@ def test_a_user_roles_defaults_and_types_join_the_shipped_ones(tmp_path):
     searchpath.use(inventory_in(tmp_path))
     assert roles.defaults()["exporter_port"] == 9100
     assert "base_packages" in roles.defaults()
-    assert varspec.declared()["exporter_port"] == ("port", "exporter")
+    exporter_port = variables.registry()["exporter_port"]
+    assert (exporter_port.type, exporter_port.readers) == ("port", ("exporter",))
     with pytest.raises(InventoryError, match=r"exporter_port=70000 \(from --set\)"):
-        varspec.check({"exporter_port": 70000}, {"exporter_port": "--set"})
+        variables.check({"exporter_port": 70000}, {"exporter_port": "--set"})
 
 
 def test_the_inventorys_folder_comes_before_roles_path_and_both_before_the_shipped(tmp_path, monkeypatch):
@@ -152,7 +152,7 @@ def test_the_example_role_from_docs_runs_after_the_servers_and_says_what_teardow
     assert roles.order()[-2:] == ("servers", "node_metrics")
     assert roles.select("node_metrics") == (["node_metrics"], ["base"])
     v = roles.defaults()
-    varspec.check(v)
+    variables.check(v)
     assert roles.removals(v) == ["/etc/gpunode-node-metrics", "/var/lib/gpunode-node-metrics"]
     ctx = roles.RoleContext(target="lab/200", vars={**v, "node_metrics_labels": {"rack": 'r"1'}}, facts=None,
                             plan=None)
@@ -264,6 +264,6 @@ def test_a_role_file_goes_through_the_inventorys_reader(tmp_path, file, make, sa
     try:
         with pytest.raises(InventoryError, match=said):
             roles.defaults()
-            varspec.check(roles.defaults())
+            variables.check(roles.defaults())
     finally:
         searchpath.use()

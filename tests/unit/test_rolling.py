@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import roles
+from gpunode import roles, variables
 from gpunode.engine import RolePlan
 from gpunode.engine.handlers import ordered
 from gpunode.errors import RolledBack, StepError
 from gpunode.resolve import resolve
-from gpunode.roles import varspec
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers import role as servers_role
 from gpunode.steps import roll_server, rolling
@@ -29,7 +28,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 def servers_plans(**extra) -> list[RolePlan]:
     v = {**roles.defaults(), "model_source": "/dev/shm/Qwen3.6-27B", **extra}
-    varspec.check(v)
+    variables.check(v)
     ctx = RoleContext(target="kpro6/200", vars=v, facts=field_notes(), plan=resolve(field_notes(), v))
     return servers_role.build(ctx)
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import roles
+from gpunode import roles, variables
 from gpunode.engine import passes
 from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
-from gpunode.roles import varspec
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers import role as servers_role
 from gpunode.roles.servers.secretfiles import ROUTER_KEY_ENV, router_launch
@@ -29,7 +28,7 @@ KEY = 'sk-unit-"q\\uo$HOME%n`x-0123456789'
 
 def steps(**extra) -> dict[str, object]:
     v = {**roles.defaults(), "model_source": "/dev/shm/Qwen3.6-27B", **extra}
-    varspec.check(v)
+    variables.check(v)
     ctx = RoleContext(target="kpro6/200", vars=v, facts=field_notes(), plan=resolve(field_notes(), v))
     return {s.id: s for plan in servers_role.build(ctx) for s in plan.steps}
 
@@ -128,7 +127,7 @@ def test_a_secret_file_s_diff_is_masked_and_its_old_content_never_crosses_the_wi
 
 def test_a_bad_key_is_refused_without_echoing_it():
     with pytest.raises(InventoryError) as refused:
-        varspec.check({"server_api_key": "sk-bad\nExecStartPre=/bin/x"}, {"server_api_key": "--set"})
+        variables.check({"server_api_key": "sk-bad\nExecStartPre=/bin/x"}, {"server_api_key": "--set"})
     assert "server_api_key=..." in str(refused.value) and "sk-bad" not in str(refused.value)
 
 

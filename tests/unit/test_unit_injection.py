@@ -2,7 +2,7 @@
 
 Newlines, CR, NUL, `%`, `$`, quotes, backslashes and a lone `;` are sent through every
 variable that reaches a unit or env file, the way `inv provision` layers them
-(role defaults < inventory < --set, then roles/varspec.py's check). Each value is
+(role defaults < inventory < --set, then the registry's check (gpunode/variables.py)). Each value is
 either refused with a message naming the variable, or the rendered files, read back
 by systemd's rules (tests/unit/systemd_parse.py), hold exactly the settings they hold
 with the defaults and carry the value as data. The facts are the recorded
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import pipeline, roles
+from gpunode import pipeline, roles, variables
 from gpunode.errors import GpunodeError
 from gpunode.inventory import Host, Target
-from gpunode.roles import varspec
 from gpunode.transport import LocalTransport
 from gpunode_lab.roles.demo.role import DEFAULTS as DEMO_DEFAULTS
 from gpunode_lab.roles.demo.role import role as demo_role
@@ -80,11 +79,11 @@ def render(name: str, value) -> dict[str, str]:
     """The unit and env files `inv provision` would write, with one variable set by --set."""
     if name in DEMO_VARS:
         v = {**DEMO_DEFAULTS, name: value}
-        varspec.check(v, {name: "--set"})
+        variables.check(v, {name: "--set"})
         return files_of([demo_role(v)])
     v = {**roles.defaults(), "model_source": "/mnt/models/tiny-qwen3", "engine": "vllm-cpu", name: value}
     origins = {name: "--set"}
-    varspec.check(v, origins)
+    variables.check(v, origins)
     target = Target(Host(name="local", address="127.0.0.1", connection="local"), None, v, origins)
     job = pipeline.prepare(target, LocalTransport(), facts_dir=SNAPSHOT)
     return files_of(job.roles)
@@ -154,7 +153,7 @@ def test_a_special_value_is_refused_naming_the_variable_or_arrives_as_data(name,
 def test_the_issues_injection_is_refused_with_where_it_came_from():
     v = {**roles.defaults(), "model_source": "/mnt/models/Q\n[Service]\nExecStartPre=/bin/touch /tmp/x\n[Unit]\n#"}
     with pytest.raises(GpunodeError) as err:
-        varspec.check(v, {"model_source": "--set"}, "lab/200")
+        variables.check(v, {"model_source": "--set"}, "lab/200")
     text = str(err.value)
     assert "variable model_source=" in text and "(from --set)" in text and "control characters \\n" in text
     assert "an absolute path without control characters" in text

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpunode import variables
 from gpunode.errors import InventoryError
-from gpunode.roles import varspec
 
 
 @pytest.mark.parametrize(("value", "said"), [
@@ -19,10 +19,10 @@ from gpunode.roles import varspec
 ])
 def test_a_path_with_dot_parts_or_the_root_is_refused_naming_the_key(value, said):
     with pytest.raises(InventoryError) as refused:
-        varspec.check({"model_source": value}, {"model_source": "--set"})
+        variables.check({"model_source": value}, {"model_source": "--set"})
     assert said in str(refused.value) and "model_source" in str(refused.value)
 
 
 @pytest.mark.parametrize("value", ["/mnt/lab/models/tiny-qwen3", "/mnt/lab/models/tiny-qwen3/", "/srv/m..x/.hidden"])
 def test_plain_paths_pass(value):
-    varspec.check({"model_source": value})
+    variables.check({"model_source": value})

@@ -2,7 +2,8 @@
 
 Each role lives in roles/<name>/ (the repository's top level; gpunode/roles/<name>/ in the
 wheel) with role.py (`build(ctx) -> list[RolePlan]`), defaults.yml (its public variables,
-each commented), types.yml (their types, checked by varspec.py) and README.md.
+each commented), types.yml (their types, named as gpunode/vartypes.py names them and checked by
+the registry, gpunode/variables.py) and README.md.
 
 The shipped roles run in ORDER; DEPENDS says what `--only` checks is already in place
 before it runs a role alone. A user's role (a folder on the search path, gpunode.searchpath)

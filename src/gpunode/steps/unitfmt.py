@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from gpunode.errors import StepError
+from gpunode.vartypes import control_chars
 
 _PLAIN = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -49,11 +50,6 @@ def _refuse(what: str, value: str, why: str) -> UnitValueError:
     return UnitValueError(f"{what}={value!r} cannot go into a systemd unit: {why}",
                           hint=f"fix {what} in the inventory or --set (systemd.syntax(7) reads "
                           "control characters and a trailing backslash as unit syntax)")
-
-
-def control_chars(text: str) -> list[str]:
-    """The control characters in text, as Python writes them ('\\n', '\\x00')."""
-    return sorted({repr(c)[1:-1] for c in _CONTROL.findall(text)})
 
 
 def exec_word(arg: str, what: str = "argument") -> str:
@@ -99,7 +95,7 @@ def unit_path(value: object, what: str = "path", *, word: bool = False) -> UnitS
 
 
 def unit_seconds(value: object, what: str = "timeout") -> UnitSafe:
-    """A time span setting: whole seconds or infinity (roles/varspec.py typed it already)."""
+    """A time span setting: whole seconds or infinity (gpunode/vartypes.py typed it already)."""
     if value == "infinity" or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
         return UnitSafe(str(value))
     raise _refuse(what, str(value), "it must be whole seconds or \"infinity\"")

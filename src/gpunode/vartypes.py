@@ -1,20 +1,21 @@
-"""Declared types of the role variables, checked once per target after layering.
+"""The type names of the variables, and the check of a value against one.
 
-Each role declares the types of its variables in roles/<role>/types.yml, next to
-defaults.yml (and of the variables it reads without a default, such as
-model_source). `check(target)` runs once after role defaults, inventory and
---set are layered; a value of the wrong type is an InventoryError naming the
-variable, where its value came from (file:line, --set or role defaults) and the
-type expected. Values that reach a unit or env file are typed strictly (a path
-is absolute and has no control characters), so what gets past here is data;
-steps/unitfmt.py escapes it for systemd's syntax.
+A variable's type is written once, where it is declared: a role's roles/<role>/types.yml, or
+resolve/, facts/ and pve/types.yml for the resolver, the facts probe and onboard. The registry
+(gpunode/variables.py) reads those declarations and checks every value with checker(type); a
+value of the wrong type raises Bad, whose text says how, and the registry names the variable and
+where it was set. Values that reach a unit or env file are typed strictly (a path is absolute and
+has no control characters), so what gets past here is data; steps/unitfmt.py escapes it for
+systemd's syntax.
 
 Types (the right-hand side in types.yml):
     bool, text (one line), name (text not starting with -), word (no spaces, not starting with -),
     path (absolute, no . or .. part, no backslash), "program path" (a path without $ quotes ; %),
     "path?" (a path or ""),
     paths, words, port, seconds ("infinity" or whole seconds), gpus (GPU indexes),
-    args (a command line: list or string), unit (a systemd unit name),
+    args (a command line: list or string), unit (a systemd unit name), batch (a number of
+    targets or a percentage), fraction (between 0 and 1), python (a Python version "3.12"),
+    version ("0.5.10"), cores (CPU ids), switch (auto, true or false), mapping (of settings),
     "int A..B" (either end may be left out), "choice a|b|" (the empty string allowed
     when written last).
 """
@@ -24,13 +25,10 @@ from __future__ import annotations
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Mapping
-from functools import cache
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from gpunode.errors import preview
-from gpunode.steps.unitfmt import control_chars
 
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+\.(service|socket|timer|target|path|mount)$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -38,6 +36,11 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 class Bad(Exception):
     """A value does not fit its type; the text says how."""
+
+
+def control_chars(text: str) -> list[str]:
+    """The control characters in text, as Python writes them ('\\n', '\\x00')."""
+    return sorted({repr(c)[1:-1] for c in _CONTROL.findall(text)})
 
 
 def _int(value: Any, low: int | None = None, high: int | None = None) -> int:
@@ -204,6 +207,67 @@ def _batch(value: Any) -> Any:
     return value
 
 
+def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 1:
+        raise Bad("is not a number between 0 and 1 (exclusive), e.g. 0.85")
+    return float(value)
+
+
+def _python(value: Any) -> str:
+    if isinstance(value, float):  # YAML reads `python: 3.10` as the number 3.1: refuse rather than guess
+        raise Bad("is a number; YAML turned the version into one: quote it, python: \"3.10\"")
+    if not isinstance(value, str) or not re.fullmatch(r"3\.\d{1,2}", value):
+        raise Bad("is not a Python version: give major.minor, e.g. 3.12 (quoted in YAML: python: \"3.12\")")
+    return value
+
+
+def _version(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise Bad("is a number; YAML turned the version into one: quote it, e.g. \"0.5.10\"")
+    return _word(value)
+
+
+def _cores(value: Any) -> Any:
+    """CPU ids: a list, one number or "0,2,4" (from --set)."""
+    items = [value] if isinstance(value, int) and not isinstance(value, bool) else value
+    if isinstance(items, str):
+        parts = [p.strip() for p in items.split(",")]
+        if not all(p.isascii() and p.isdigit() and len(p) <= 9 for p in parts):
+            raise Bad("must be whole numbers separated by commas, e.g. 0,1")
+        items = [int(p) for p in parts]
+    if not isinstance(items, list) or not items:
+        raise Bad("must be a list of CPU ids, e.g. [0, 1]")
+    for x in items:
+        try:
+            _int(x, 0, 1048575)
+        except Bad as exc:
+            raise Bad(f"holds {preview(x)}, which {exc}") from None
+    return value
+
+
+def _switch(value: Any) -> Any:
+    if value in (True, False) or value in ("auto", "true", "false"):
+        return value
+    raise Bad("is not one of 'auto', 'true', 'false'")
+
+
+def _mapping(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise Bad(f"is a {type(value).__name__}, not a mapping of settings")
+    return value
+
+
+# The resolver's and onboard's types, with what each means
+MORE: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "fraction": (_fraction, "a number between 0 and 1"),
+    "python": (_python, "a Python version such as \"3.12\""),
+    "version": (_version, "a version such as \"0.5.10\""),
+    "cores": (_cores, "CPU ids, e.g. [0, 1]"),
+    "switch": (_switch, "auto, true or false"),
+    "mapping": (_mapping, "a mapping of settings"),
+}
+
+
 SIMPLE: dict[str, Callable[[Any], Any]] = {
     "bool": _bool, "text": _text, "word": _word, "path": _path, "path?": _optional_path, "paths": _list(_path),
     "words": _list(_word), "port": lambda v: _int(v, 1, 65535), "seconds": _seconds, "gpus": _gpus,
@@ -212,7 +276,9 @@ SIMPLE: dict[str, Callable[[Any], Any]] = {
 
 
 def checker(spec: str) -> Callable[[Any], Any]:
-    """The check for one type written in types.yml."""
+    """The check for one type written in a types.yml; ValueError for a type name that is none."""
+    if spec in MORE:
+        return MORE[spec][0]
     if spec in SIMPLE:
         return SIMPLE[spec]
     kind, _, arg = spec.partition(" ")
@@ -231,6 +297,14 @@ def checker(spec: str) -> Callable[[Any], Any]:
 
 
 def describe(spec: str) -> str:
+    """What a value of the type is, for a refusal's "expected ..." and docs/variables.md."""
+    if spec in MORE:
+        return MORE[spec][1]
+    kind, _, arg = spec.partition(" ")
+    if kind == "int":
+        return f"a whole number {arg}"
+    if kind == "choice":
+        return "one of " + ", ".join(repr(a) for a in arg.split("|"))
     return {"path": "an absolute path without control characters", "path?": "an absolute path or \"\"",
             "paths": "a list of absolute paths", "port": "a port number 1..65535", "bool": "true or false",
             "text": "one line of text", "word": "one word", "words": "a list of words",
@@ -239,34 +313,3 @@ def describe(spec: str) -> str:
             "name": "one line of text not starting with -",
             "program path": "an absolute path without $ \" ' ` ; or %",
             "batch": "a number of targets or a percentage, e.g. 1 or 25%"}.get(spec, spec)
-
-
-def _declared(role: str) -> dict[str, str]:
-    from gpunode import roles
-
-    return _types_of(roles.folder(role) / "types.yml")
-
-
-@cache
-def _types_of(resource: Path) -> dict[str, str]:
-    from gpunode.roles import mapping_file
-
-    return mapping_file(resource)
-
-
-def declared(roles: tuple[str, ...] | None = None) -> dict[str, tuple[str, str]]:
-    """{variable: (type, role)} over the types.yml of the roles on the search path."""
-    from gpunode import roles as catalogue
-
-    out: dict[str, tuple[str, str]] = {}
-    for role in roles if roles is not None else (*catalogue.order(), *catalogue.registered()):
-        for name, spec in _declared(role).items():
-            out.setdefault(name, (spec, role))
-    return out
-
-
-def check(variables: Mapping[str, Any], origins: Mapping[str, str] | None = None, target: str = "") -> None:
-    """The registry's check (gpunode/variables.py): unknown names, then types."""
-    from gpunode import variables as registry
-
-    registry.check(variables, origins, target)
