@@ -13,8 +13,11 @@ or a template of a name wins, as in Ansible's roles_path.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from gpunode.errors import InventoryError
 
 PACKAGE = Path(__file__).resolve().parent
 # A checkout: src/gpunode/ -> the repository's top level; an installed wheel has no src/ above it.
@@ -22,6 +25,7 @@ CHECKOUT = PACKAGE.parent.parent if (PACKAGE.parent.parent / "pyproject.toml").i
 
 
 _registered: dict[str, list[Path]] = {"roles": [], "templates": []}
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
 def register(kind: str, folder: Path) -> None:
@@ -101,3 +105,29 @@ def template_folders() -> list[Path]:
 def is_shipped(path: Path) -> bool:
     resolved = path.resolve()
     return any(resolved.is_relative_to(p.resolve()) for kind in ("roles", "templates") for p in shipped(kind))
+
+
+def user_roles() -> dict[str, Path]:
+    """name -> folder of every user role: the first folder on the search path that has it."""
+    out: dict[str, Path] = {}
+    for root in _current.roles:
+        for sub in sorted(root.iterdir()):
+            if not (sub / "role.py").is_file() or sub.name in out:
+                continue
+            if not _NAME.fullmatch(sub.name):
+                raise InventoryError(f"role folder {sub}: {sub.name[:40]!r} is not a role name",
+                                     hint="name it with letters, digits and _ (it is what --only takes)")
+            out[sub.name] = sub
+    return out
+
+
+def shipped_roles(registered_too: bool = False) -> dict[str, Path]:
+    """name -> folder of every shipped role (the first shipped folder that has it), by name; with
+    registered_too, the registered folders' roles after them."""
+    roots = shipped("roles") if registered_too else [p for p in shipped("roles") if p not in _registered["roles"]]
+    out: dict[str, Path] = {}
+    for root in roots:
+        for sub in sorted(root.iterdir()):
+            if (sub / "role.py").is_file():
+                out.setdefault(sub.name, sub)
+    return out

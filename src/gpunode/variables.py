@@ -10,12 +10,13 @@ same form for the resolver (resolve/types.yml), the facts probe (facts/types.yml
 registry does not know is refused with "did you mean", and a known one whose value does not fit
 its type is refused; both name where the value was set (file:line, --set or a role's defaults).
 
-    python -m gpunode.variables     # rewrite docs/variables.md from the registry
+docs/variables.md is rendered from it by `python -m gpunode.cli.vardoc`.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from gpunode import yamlsrc
+from gpunode import searchpath, yamlsrc
 from gpunode.errors import InventoryError, preview
 from gpunode.secrets import SECRET_HOME, holds_secret, is_secret_name
 from gpunode.vartypes import Bad, checker, describe
@@ -32,7 +33,6 @@ from gpunode.vartypes import Bad, checker, describe
 # (who reads them, package, file) beside the roles' own types.yml
 READERS = (("resolver", "gpunode.resolve", "types.yml"), ("facts", "gpunode.facts", "types.yml"),
            ("onboard", "gpunode.pve", "types.yml"))
-DOC = Path(__file__).resolve().parents[2] / "docs" / "variables.md"
 
 # Wider than secrets.is_secret_name on purpose: a misspelled secret (server_api_kye, vault_api_key)
 # must still be recognised as one, so that its refusal lists the secrets gpunode passes on.
@@ -55,21 +55,41 @@ def _read(package: str, *parts: str) -> dict[str, str]:
     return dict(yamlsrc.table(resource.read_text()) or {}) if resource.is_file() else {}
 
 
-def _role_types(role: str) -> tuple[str, str, dict[str, str]]:
-    from gpunode import roles, searchpath
+def mapping_file(path: Path) -> dict[str, Any]:
+    """A role's defaults.yml or types.yml through the inventory's own reader (issue 41: a 1 KB alias
+    bomb hung gpunode, a FIFO was skipped without a word): size, aliases, depth, file type and
+    file:line of every error; a file that is not there is empty."""
+    if not os.path.lexists(path):
+        return {}
+    doc = yamlsrc.load(path)
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise InventoryError(f"{path}: must be a mapping of `name: value` lines, not {type(doc).__name__}",
+                             hint="one variable per line, e.g. my_port: 9100")
+    return dict(doc)
 
-    path = roles.folder(role) / "types.yml"
-    label = f"roles/{role}/types.yml" if role in roles.ORDER and searchpath.is_shipped(path) else str(path)
-    return role, label, roles.mapping_file(path)
+
+def _role_folders(product_only: bool) -> dict[str, Path]:
+    """name -> folder of every role on the search path: a user's replaces a shipped one of its name;
+    the registered ones (the lab's demo) last. product_only: the shipped roles alone."""
+    out = searchpath.shipped_roles()
+    if product_only:
+        return out
+    out.update(searchpath.user_roles())
+    for name, where in searchpath.shipped_roles(registered_too=True).items():
+        out.setdefault(name, where)
+    return out
 
 
 def sources(product_only: bool = False) -> list[tuple[str, str, dict[str, str]]]:
     """(reader, declaration file, {name: type}) for every role on the search path (the shipped ones
     alone for the docs: product_only) and the other readers."""
-    from gpunode import roles
-
-    names = roles.ORDER if product_only else (*roles.order(), *roles.registered())
-    out = [_role_types(role) for role in names]
+    shipped = searchpath.shipped_roles()
+    out = []
+    for role, where in _role_folders(product_only).items():
+        path = where / "types.yml"
+        out.append((role, f"roles/{role}/types.yml" if shipped.get(role) == where else str(path), mapping_file(path)))
     return out + [(who, f"{package.removeprefix('gpunode.')}/{name}", _read(package, name))
                   for who, package, name in READERS]
 
@@ -94,8 +114,6 @@ def build(declared: list[tuple[str, str, dict[str, str]]]) -> dict[str, Variable
 
 def registry() -> dict[str, Variable]:
     """{name: Variable} over every role's types.yml and the other readers' declarations."""
-    from gpunode import searchpath
-
     return _registry(searchpath.current().roles, tuple(searchpath.registered("roles")))
 
 
@@ -148,38 +166,3 @@ def check(variables: Mapping[Any, Any], origins: Mapping[Any, str] | None = None
             raise InventoryError(f"variable {name} (from {where}) holds the value of a secret variable: it would "
                                  "be written into command lines and unit files that every user can read",
                                  target=target, hint=f"remove the secret from {name} at {where}; {SECRET_HOME}")
-
-
-def render() -> str:
-    """docs/variables.md: every variable, its type, default and readers."""
-    import dataclasses
-    import json
-
-    from gpunode import roles
-    from gpunode.resolve.choices import Choices
-
-    defaults = {**{f.name: f.default for f in dataclasses.fields(Choices)}, **roles.defaults(roles.ORDER)}
-    docs = build(sources(product_only=True))
-    lines = ["# Variables", "",
-             "<!-- Rendered from the registry (src/gpunode/variables.py) by `python -m gpunode.variables`; "
-             "do not edit by hand. -->", "",
-             "Every variable gpunode reads, from each role's `types.yml` and the resolver's, the facts probe's and",
-             "onboard's declarations (`resolve/types.yml`, `facts/types.yml`, `pve/types.yml`). A name not listed",
-             "here is refused wherever it is set (`--set`, `-e @file`, `vars:`, `group_vars/`, `host_vars/`, an",
-             "INI inventory), with the closest known name; a value of the wrong type is refused at the file and",
-             "line that set it. Meanings: each role's README and `defaults.yml`, and docs/resolve.md.", "",
-             "| variable | type | default | read by |", "| --- | --- | --- | --- |"]
-    for name in sorted(docs):
-        v = docs[name]
-        default = defaults.get(name)
-        shown = "" if default is None else f"`{json.dumps(default)}`"
-        if is_secret_name(name) and default:
-            shown = "(secret)"
-        lines.append(f"| `{name}` | {describe(v.type).replace('|', chr(92) + '|')} | {shown} | "
-                     f"{', '.join(v.readers)} |")
-    return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    DOC.write_text(render())
-    print(f"wrote {DOC}")

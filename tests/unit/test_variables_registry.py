@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from gpunode import inventory, variables
+from gpunode.cli import vardoc
 from gpunode.cli.common import parse_sets, select_targets
 from gpunode.errors import InventoryError
 from gpunode.resolve.choices import Choices, from_vars
@@ -150,5 +151,5 @@ def test_the_docs_yaml_examples_use_only_known_variables():
 
 
 def test_docs_variables_md_is_the_registry_rendered():
-    assert variables.DOC.read_text() == variables.render(), (
-        "docs/variables.md is stale: run `python -m gpunode.variables` and commit it")
+    assert vardoc.DOC.read_text() == vardoc.render(), (
+        "docs/variables.md is stale: run `python -m gpunode.cli.vardoc` and commit it")

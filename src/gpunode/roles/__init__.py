@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import os
 import re
 import sys
 import types
@@ -28,6 +27,7 @@ from typing import Any
 from gpunode import searchpath
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
+from gpunode.variables import mapping_file
 
 # A checkout keeps the shipped roles at its top level: `gpunode.roles.<name>` is found there too.
 __path__ = [*__path__, *(str(p) for p in searchpath.shipped("roles") if str(p) not in __path__)]
@@ -43,7 +43,6 @@ DEPENDS: dict[str, tuple[str, ...]] = {
 _SYSTEM_FOLDERS = {"/var/lib", "/var/cache", "/var/log", "/var/tmp", "/usr/local", "/usr/lib", "/usr/bin",
                    "/usr/sbin", "/usr/share", "/etc/systemd", "/etc/default", "/opt/gpunode", "/etc/gpunode",
                    "/var/lib/gpunode", "/usr/local/bin", "/usr/local/lib", "/dev/shm", "/run/user"}
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 __all__ = ["DEPENDS", "ORDER", "Role", "RoleContext", "build", "defaults", "folder", "order", "select"]
 
@@ -58,23 +57,9 @@ class Role:
     before: tuple[str, ...] = ()
 
 
-def _user_folders() -> dict[str, Path]:
-    """name -> folder of every user role: the first folder on the search path that has it."""
-    out: dict[str, Path] = {}
-    for root in searchpath.current().roles:
-        for sub in sorted(root.iterdir()):
-            if not (sub / "role.py").is_file() or sub.name in out:
-                continue
-            if not _NAME.fullmatch(sub.name):
-                raise InventoryError(f"role folder {sub}: {sub.name[:40]!r} is not a role name",
-                                     hint="name it with letters, digits and _ (it is what --only takes)")
-            out[sub.name] = sub
-    return out
-
-
 def folder(name: str) -> Path:
     """The folder of the role `name`: a user's first, then the shipped one."""
-    user = _user_folders()
+    user = searchpath.user_roles()
     if name in user:
         return user[name]
     for root in searchpath.shipped("roles"):
@@ -87,7 +72,7 @@ def folder(name: str) -> Path:
 def module(name: str) -> types.ModuleType:
     """The role's role.py: a shipped role as gpunode.roles.<name>.role, a user's under a package of its folder."""
     where = folder(name)
-    if name not in _user_folders():
+    if name not in searchpath.user_roles():
         return importlib.import_module(f"gpunode.roles.{name}.role")
     # One package per folder, so a user role may import its own modules (from . import x).
     package = f"gpunode_user_role_{hashlib.sha256(str(where).encode()).hexdigest()[:12]}_{name}"
@@ -108,7 +93,7 @@ def module(name: str) -> types.ModuleType:
 def _call(name: str, what: str, fn: Any, *args: Any) -> Any:
     """A user role's function: whatever it raises (SystemExit too: `inv provision` ended with exit 0,
     nothing done) is an error naming the role and the function (issue 41)."""
-    if name not in _user_folders():
+    if name not in searchpath.user_roles():
         return fn(*args)
     try:
         return fn(*args)
@@ -136,7 +121,7 @@ def _words(role: str, mod: types.ModuleType, attr: str, known: set[str]) -> tupl
 
 @cache
 def _catalogue(user_roots: tuple[Path, ...]) -> dict[str, Role]:
-    user = _user_folders()
+    user = searchpath.user_roles()
     known = set(ORDER) | set(user)
     out: dict[str, Role] = {}
     for name in ORDER:
@@ -197,23 +182,6 @@ def order() -> tuple[str, ...]:
 @cache
 def _defaults_of(where: Path) -> dict[str, Any]:
     return mapping_file(where / "defaults.yml")
-
-
-def mapping_file(path: Path) -> dict[str, Any]:
-    """A role's defaults.yml or types.yml through the inventory's own reader (issue 41: a 1 KB alias
-    bomb hung gpunode, a FIFO was skipped without a word): size, aliases, depth, file type and
-    file:line of every error; a file that is not there is empty."""
-    from gpunode import yamlsrc
-
-    if not os.path.lexists(path):
-        return {}
-    doc = yamlsrc.load(path)
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise InventoryError(f"{path}: must be a mapping of `name: value` lines, not {type(doc).__name__}",
-                             hint="one variable per line, e.g. my_port: 9100")
-    return dict(doc)
 
 
 def defaults(names: tuple[str, ...] | None = None) -> dict[str, Any]:
