@@ -1,7 +1,9 @@
 """What a role hands the engine: its name, its steps in order, its own handlers.
 
-A role module (roles/<name>/role.py) exposes `role(vars) -> RolePlan`; the
-engine never sees variables, templates or inventory, only this.
+A role's role.py (roles/<name>/, or a user's folder on the search path) exposes
+`build(ctx) -> list[RolePlan]` (gpunode.roles calls it; one role may hand several,
+as servers does with its services); the engine never sees variables, templates or
+inventory, only these.
 """
 
 from __future__ import annotations
