@@ -144,6 +144,15 @@ def _seconds(value: Any) -> Any:
         raise Bad(f"is neither a whole number of seconds (1..{MAX_SECONDS}, a week) nor \"infinity\"") from None
 
 
+def _each_int(items: list, high: int, note: str = "") -> None:
+    """Each item a whole number 0..high (GPU indexes, CPU ids); the refusal names the item."""
+    for x in items:
+        try:
+            _int(x, 0, high)
+        except Bad as exc:
+            raise Bad(f"holds {preview(x)}, which {exc}{note}") from None
+
+
 def _gpus(value: Any) -> list[int]:
     items: list[Any]
     if isinstance(value, str):
@@ -159,11 +168,7 @@ def _gpus(value: Any) -> list[int]:
         raise Bad("must be a list of GPU indexes, e.g. [0, 1]")
     if not items:
         raise Bad("lists no GPU")
-    for x in items:
-        try:
-            _int(x, 0, 1023)
-        except Bad as exc:
-            raise Bad(f"holds {preview(x)}, which {exc} (GPU indexes are 0, 1, ...)") from None
+    _each_int(items, 1023, " (GPU indexes are 0, 1, ...)")
     if len(set(items)) != len(items):
         raise Bad("names a GPU twice")
     return items
@@ -237,11 +242,7 @@ def _cores(value: Any) -> Any:
         items = [int(p) for p in parts]
     if not isinstance(items, list) or not items:
         raise Bad("must be a list of CPU ids, e.g. [0, 1]")
-    for x in items:
-        try:
-            _int(x, 0, 1048575)
-        except Bad as exc:
-            raise Bad(f"holds {preview(x)}, which {exc}") from None
+    _each_int(items, 1048575)
     return value
 
 
