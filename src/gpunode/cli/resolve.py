@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpunode import userfiles
-from gpunode.cli.common import load_inventory, parse_sets, select_targets, task
+from gpunode.cli.common import inventory_path, load_inventory, parse_sets, select_targets, task, use_search_path
 from gpunode.errors import FactError, GpunodeError, InventoryError, printable
 
 if TYPE_CHECKING:  # the functions import what they run: `inv --list` stays fast
@@ -128,11 +128,17 @@ def inputs(c: Any, host: str | None, ct: str | None, facts_dir: str | None, nvid
     from gpunode.facts import snapshot
     from gpunode.facts.parse import parse
 
+    # The user's roles (beside the inventory, roles_path) declare variables too: the search path comes
+    # first, or --set of a user role's variable is refused here that provision takes (issue 41).
+    inv = load_inventory(inventory) if host else None
+    if inv is None:
+        given = inventory_path(inventory)
+        use_search_path(given if given.exists() else None)
     overrides = parse_sets(sets)
     variables: dict[str, Any] = dict(overrides)
     target = None
-    if host:
-        (target,) = select_targets(load_inventory(inventory), host, ct, None, overrides)
+    if inv is not None:
+        (target,) = select_targets(inv, host, ct, None, overrides)
         variables = dict(target.vars)  # the plan's weights and model path come from model_source
     if facts_dir:
         facts = parse(snapshot.load(Path(facts_dir)))
