@@ -134,10 +134,17 @@ def load(folder: Path) -> RawFacts:
             f"{folder} is not a facts snapshot: it has no meta.json",
             hint="pass a folder written by `inv facts --save DIR`",
         )
+    text = userfiles.read_text(meta_file, what="snapshot meta.json", error=FactError)
     try:
-        meta = json.loads(userfiles.read_text(meta_file, what="snapshot meta.json", error=FactError))
+        meta = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FactError(f"{meta_file} is not valid JSON: {exc}",
+                        hint="restore the file from the saved snapshot or save a new one") from None
+    except ValueError as exc:  # a number of more digits than Python converts (issue 41: 5000 digits)
+        raise FactError(f"{meta_file} holds a value that cannot be read ({str(exc)[:80]})",
+                        hint="restore the file from the saved snapshot or save a new one") from None
+    except RecursionError:  # brackets nested past Python's stack (issue 41: an internal error)
+        raise FactError(f"{meta_file} is nested too deeply to read (a snapshot's meta.json is one flat object)",
                         hint="restore the file from the saved snapshot or save a new one") from None
     if not isinstance(meta, dict):
         raise FactError(f"{meta_file}: expected a JSON object with format, target and rc, got a {type(meta).__name__}",

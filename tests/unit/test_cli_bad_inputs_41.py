@@ -1,0 +1,52 @@
+"""The rest of issue 41's battery: hostile files written here, each refused by the CLI in its own
+process within DEADLINE_S, exit 2, naming the file, line, host or value and what to do, no traceback,
+no secret echoed and nothing written (the runner and the checks are test_cli_bad_inputs_table's).
+Each section of ROWS is one guard; its comment names the bad input.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.unit.test_cli_bad_inputs_table import _make, _tree, deep, run_cli, snap
+from tests.unit.test_cli_badinput import H200, SECRET
+
+RESOLVE_SNAP = ["resolve", "--facts", "{d}/snap"]
+
+
+def meta_with(extra: str) -> dict:
+    """The recorded H200 snapshot whose meta.json gains `"x": <extra>` (written raw, not by json.dumps)."""
+    meta = json.dumps(json.loads((H200 / "meta.json").read_text()))
+    return {**snap(), "snap/meta.json": meta[:-1] + f', "x": {extra}}}'}
+
+
+ROWS = [
+    # --- snapshot meta.json ------------------------------------------------------------------------
+    ("snapshot-meta-deep", meta_with(deep(100_000)), RESOLVE_SNAP,
+     ["snap/meta.json is nested too deeply to read"]),
+    ("snapshot-meta-5000-digits", meta_with("9" * 5000), RESOLVE_SNAP,
+     ["snap/meta.json holds a value that cannot be read", "4300"]),
+]
+
+
+def test_the_rows_have_distinct_names():
+    assert len({r[0] for r in ROWS}) == len(ROWS)
+
+
+@pytest.mark.parametrize("files,argv,expected", [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+def test_bad_input_exits_2_naming_it_in_time_and_writes_nothing(files, argv, expected, tmp_path):
+    _make(tmp_path, files)
+    before = _tree(tmp_path)
+
+    code, output = run_cli([a.replace("{d}", str(tmp_path)) for a in argv], tmp_path)
+
+    assert "Traceback" not in output and "internal error" not in output, output[-3000:]
+    assert code == 2, output[-3000:]
+    for text in expected:
+        assert text in output, output[-3000:]
+    assert "hint:" in output, "the message says what to do"
+    assert len(output) < 4000, "an error message quotes at most a preview of a value"
+    assert SECRET not in output
+    assert _tree(tmp_path) == before, "the failed run wrote or changed files"
