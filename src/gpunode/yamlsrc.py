@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from gpunode import userfiles
-from gpunode.errors import InventoryError
+from gpunode.errors import InventoryError, preview
 
 
 class Located(dict):
@@ -41,6 +41,14 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
     out.key_lines = {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:  # `? [a, b]` or `{a: 1}: x` (issue 41: a TypeError traceback)
+            kind = "list" if isinstance(key, list) else "mapping"
+            raise InventoryError(
+                f"{loader.name}:{key_node.start_mark.line + 1}: a key is a {kind} ({preview(key, 40)}); a key must "
+                "be a name or a number",
+                hint="write the key as plain text; quote it if it starts with [ or {") from None
         if key in out:
             raise InventoryError(
                 f"{loader.name}:{key_node.start_mark.line + 1}: key {key!r} appears twice",

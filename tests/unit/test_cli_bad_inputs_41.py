@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.unit.test_cli_bad_inputs_table import _make, _tree, deep, run_cli, snap
-from tests.unit.test_cli_badinput import H200, SECRET
+from tests.unit.test_cli_badinput import GOOD, H200, PROVISION, SECRET
 
 RESOLVE_SNAP = ["resolve", "--facts", "{d}/snap"]
 
@@ -23,6 +23,16 @@ def meta_with(extra: str) -> dict:
 
 
 ROWS = [
+    # --- YAML keys that cannot be keys -------------------------------------------------------------
+    ("inventory-list-key", {"inv/hosts.yml": GOOD.replace("vars: {model_source: /mnt/models/m}",
+                                                          "vars: {model_source: /mnt/models/m, [a, b]: 1}")},
+     PROVISION, ["inv/hosts.yml:8: a key is a list (['a', 'b']); a key must be a name or a number"]),
+    ("inventory-mapping-host-name", {"inv/hosts.yml": "hosts:\n  ? {a: 1}\n  : {address: 127.0.0.1}\n"}, PROVISION,
+     ["inv/hosts.yml:2: a key is a mapping"]),
+    ("group-vars-complex-key", {"inv/group_vars/all.yml": "? [engine]\n: vllm\n"}, PROVISION,
+     ["inv/group_vars/all.yml:1: a key is a list"]),
+    ("e-file-list-key", {"vars.yml": "? [tp, 1]\n: 2\n"}, [*PROVISION, "-e", "@{d}/vars.yml"],
+     ["vars.yml:1: a key is a list"]),
     # --- snapshot meta.json ------------------------------------------------------------------------
     ("snapshot-meta-deep", meta_with(deep(100_000)), RESOLVE_SNAP,
      ["snap/meta.json is nested too deeply to read"]),
