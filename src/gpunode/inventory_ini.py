@@ -27,7 +27,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from gpunode import userfiles
+from gpunode import userfiles, yamlsrc
 from gpunode.errors import InventoryError
 from gpunode.yamlsrc import Located
 
@@ -42,7 +42,8 @@ def looks_like_ini(path: Path) -> bool:
         return False
     if path.suffix == ".ini":
         return True
-    text = userfiles.read_text(path, what="inventory file")
+    text = userfiles.read_text(path, what="inventory file", limit=yamlsrc.USER_MAX_BYTES,
+                              hint_large=yamlsrc.TOO_LARGE)
     for line in text.splitlines():
         line = line.strip()
         if line and line[0] not in "#;":
@@ -73,7 +74,8 @@ def value(text: str) -> Any:
 
 def read(path: Path) -> Located:
     """The INI file as an Ansible YAML document ({all: {children: {...}}}), lines kept for errors."""
-    text = userfiles.read_text(path, what="inventory file")
+    text = userfiles.read_text(path, what="inventory file", limit=yamlsrc.USER_MAX_BYTES,
+                              hint_large=yamlsrc.TOO_LARGE)
     bodies: dict[str, Located] = {}
     parents: dict[str, list[str]] = {}
     declared: set[str] = set()

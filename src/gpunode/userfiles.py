@@ -21,17 +21,18 @@ MAX_BYTES = 64 << 20
 
 
 def read_text(path: str | Path, *, what: str = "file", error: type[GpunodeError] = InventoryError,
-              exact: bool = False, limit: int = MAX_BYTES) -> str:
+              exact: bool = False, limit: int = MAX_BYTES, hint_large: str = "") -> str:
     """The file's text, decoded as UTF-8 (a leading BOM is dropped).
 
     exact=False turns \\r\\n and lone \\r into \\n, as open() does; exact=True keeps
     the bytes as they were (snapshots record what the target printed).
     """
-    return decode(read_bytes(path, what=what, error=error, limit=limit), path, what=what, error=error, exact=exact)
+    return decode(read_bytes(path, what=what, error=error, limit=limit, hint_large=hint_large), path, what=what,
+                  error=error, exact=exact)
 
 
 def read_bytes(path: str | Path, *, what: str = "file", error: type[GpunodeError] = InventoryError,
-               limit: int = MAX_BYTES, start: int = 0, partial: bool = False) -> bytes:
+               limit: int = MAX_BYTES, start: int = 0, partial: bool = False, hint_large: str = "") -> bytes:
     """At most `limit` bytes from `start` of a regular file; anything else is refused by name.
     A longer file is refused too, unless `partial` (its first `limit` bytes are wanted).
 
@@ -58,7 +59,7 @@ def read_bytes(path: str | Path, *, what: str = "file", error: type[GpunodeError
                         hint="pass a saved copy of the file (e.g. `cat PIPE > file.txt` first)")
         if not partial and st.st_size - start > limit:
             raise error(f"{p}: {what} is {st.st_size} bytes, too large (at most {limit} are read)",
-                        hint="check the path; this is probably not the file you meant")
+                        hint=hint_large or "check the path; this is probably not the file you meant")
         os.set_blocking(fd, True)
         os.lseek(fd, start, os.SEEK_SET)
         chunks, left = [], limit + (0 if partial else 1)

@@ -22,6 +22,16 @@ def meta_with(extra: str) -> dict:
     return {**snap(), "snap/meta.json": meta[:-1] + f', "x": {extra}}}'}
 
 
+def big_inventory(size: int = 22_000_000) -> str:
+    host = "  host{0:06d}:\n    address: 10.0.{1}.{2}\n    containers: {{200: {{gpus: [0]}}}}\n"
+    parts, n, total = ["hosts:\n"], 0, 0
+    while total < size:
+        parts.append(host.format(n, n // 256 % 256, n % 256))
+        total += len(parts[-1])
+        n += 1
+    return "".join(parts)
+
+
 ROWS = [
     # --- YAML keys that cannot be keys -------------------------------------------------------------
     ("inventory-list-key", {"inv/hosts.yml": GOOD.replace("vars: {model_source: /mnt/models/m}",
@@ -38,6 +48,13 @@ ROWS = [
      ["snap/meta.json is nested too deeply to read"]),
     ("snapshot-meta-5000-digits", meta_with("9" * 5000), RESOLVE_SNAP,
      ["snap/meta.json holds a value that cannot be read", "4300"]),
+    # --- size ----------------------------------------------------------------------------------------
+    ("inventory-22mb", {"inv/hosts.yml": big_inventory()}, PROVISION,
+     ["inv/hosts.yml: YAML file is 2200", "bytes, too large (at most 4194304 are read)", "split it"]),
+    ("inventory-ini-22mb", {"ini/hosts": "[gpu]\n" + "lab ansible_port=1\n" * 1_200_000},
+     [*PROVISION[:2], "{d}/ini/hosts", *PROVISION[3:]], ["ini/hosts: inventory file is 22800006 bytes, too large"]),
+    ("inventory-million-values-no-alias", {"inv/hosts.yml": GOOD + "vars: {extra_args: [" + "1," * 1_100_000 + "]}\n"},
+     PROVISION, ["inv/hosts.yml:11: YAML holds more than 1000000 values"]),
 ]
 
 

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gpunode import yamlsrc
+from gpunode import userfiles, yamlsrc
 from gpunode.resolve import conditions, versions
 from gpunode.resolve.derived import PinsetPicks
 from gpunode.resolve.kb import (
@@ -101,7 +101,7 @@ def _registry(path: Path) -> dict[str, Any]:
 
 def _top(path: Path) -> Reader:
     try:
-        node = yamlsrc.load(path)
+        node = yamlsrc.load(path, limit=userfiles.MAX_BYTES)  # shipped, not a user's: the general cap
     except Exception as exc:  # yamlsrc raises InventoryError; here it is a knowledge-base problem
         raise KnowledgeBaseError(str(exc), hint=f"fix {path}") from None
     return Reader(node, path.stem, str(path))
