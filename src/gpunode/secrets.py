@@ -82,11 +82,16 @@ def _extra_words(extra: Any) -> list[str]:
     return []
 
 
-def register_vars(variables: Mapping[str, Any]) -> None:
+def register_vars(variables: Mapping[str, Any], inside_secret: bool = False) -> None:
+    """Register the values of secret-named variables, at any depth: under a secret name every text
+    inside a mapping or list is a secret too (issue 41: `x_token: {value: ...}` was registered as none)."""
     for key, value in variables.items():
+        secret = inside_secret or is_secret_name(key)
         if isinstance(value, Mapping):
-            register_vars(value)
-        elif is_secret_name(key):
+            register_vars(value, secret)
+        elif secret and isinstance(value, list | tuple):
+            register_vars({str(i): v for i, v in enumerate(value)}, True)
+        elif secret:
             register(value)
         elif key == "extra_args":
             for found in _flag_values(_extra_words(value)):
