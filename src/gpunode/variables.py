@@ -155,14 +155,24 @@ def check(variables: Mapping[Any, Any], origins: Mapping[Any, str] | None = None
             checker(spec)(value)
         except Bad as exc:
             where = origins.get(name) or default_where
-            # Arguments may carry an API key (--api-key ...): name them, do not print them.
-            shown = f"{name}=..." if spec == "args" or is_secret_name(name) else f"{name}={preview(value)}"
+            # Arguments may carry an API key (--api-key ...), a mapping a secret (pve_api's token_secret):
+            # name them, do not print them.
+            shown = f"{name}=..." if spec == "args" or spec.startswith("mapping") or is_secret_name(name) \
+                else f"{name}={preview(value)}"
             raise InventoryError(f"variable {shown} (from {where}) {exc}; expected {describe(spec)}",
                                  target=target, hint=f"fix {name} at {where}") from None
     for name, value in variables.items():
         # extra_args has its own refusal (secrets.refuse_in_args), naming the flag
-        if name != "extra_args" and not is_secret_name(name) and holds_secret(value):
+        if name != "extra_args" and not is_secret_name(name) and holds_secret(_not_secret_keyed(value)):
             where = origins.get(name) or default_where
             raise InventoryError(f"variable {name} (from {where}) holds the value of a secret variable: it would "
                                  "be written into command lines and unit files that every user can read",
                                  target=target, hint=f"remove the secret from {name} at {where}; {SECRET_HOME}")
+
+
+def _not_secret_keyed(value: Any) -> Any:
+    """value less what sits under a key that names a secret (pve_api's token_secret): a secret where it
+    belongs, not one copied into a setting that command lines and unit files show."""
+    if isinstance(value, Mapping):
+        return {k: _not_secret_keyed(v) for k, v in value.items() if not is_secret_name(k)}
+    return value

@@ -16,12 +16,14 @@ Types (the right-hand side in types.yml):
     args (a command line: list or string), unit (a systemd unit name), batch (a number of
     targets or a percentage), fraction (between 0 and 1), python (a Python version "3.12"),
     version ("0.5.10"), cores (CPU ids), switch (auto, true or false), mapping (of settings),
+    "mapping a|b|c" (of settings with those keys only),
     "int A..B" (either end may be left out), "choice a|b|" (the empty string allowed
     when written last).
 """
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 import shlex
@@ -276,6 +278,21 @@ SIMPLE: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _keyed_mapping(keys: list[str]) -> Callable[[Any], Any]:
+    """A mapping whose keys are declared (`mapping a|b|c`): a key no reader takes is refused by name
+    (issue 41: `pve_api: {token_secrte: ...}` was dropped without a word). Its values are not
+    quoted: a misspelled secret is still a secret."""
+    def check(value: Any) -> Any:
+        _mapping(value)
+        for key in value:
+            if key not in keys:
+                close = difflib.get_close_matches(str(key), keys, n=1, cutoff=0.5)
+                raise Bad(f"has the key {str(key)[:60]!r}, which nothing reads" +
+                          (f" (did you mean {close[0]}?)" if close else ""))
+        return value
+    return check
+
+
 def checker(spec: str) -> Callable[[Any], Any]:
     """The check for one type written in a types.yml; ValueError for a type name that is none."""
     if spec in MORE:
@@ -283,6 +300,8 @@ def checker(spec: str) -> Callable[[Any], Any]:
     if spec in SIMPLE:
         return SIMPLE[spec]
     kind, _, arg = spec.partition(" ")
+    if kind == "mapping" and arg:
+        return _keyed_mapping(arg.split("|"))
     if kind == "int":
         low, _, high = arg.partition("..")
         return lambda v: _int(v, int(low) if low else None, int(high) if high else None)
@@ -302,6 +321,8 @@ def describe(spec: str) -> str:
     if spec in MORE:
         return MORE[spec][1]
     kind, _, arg = spec.partition(" ")
+    if kind == "mapping":
+        return f"a mapping of {', '.join(arg.split('|'))}"
     if kind == "int":
         return f"a whole number {arg}"
     if kind == "choice":

@@ -13,6 +13,7 @@ import pytest
 from tests.unit.test_cli_bad_inputs_table import _make, _tree, deep, run_cli, snap
 from tests.unit.test_cli_badinput import GOOD, H200, PROVISION, SECRET
 
+ONBOARD = ["onboard", "--inventory", "{d}/inv", "--host", "lab", "--ct", "300", "--check"]
 RESOLVE_SNAP = ["resolve", "--facts", "{d}/snap"]
 
 
@@ -55,6 +56,10 @@ ROWS = [
      [*PROVISION[:2], "{d}/ini/hosts", *PROVISION[3:]], ["ini/hosts: inventory file is 22800006 bytes, too large"]),
     ("inventory-million-values-no-alias", {"inv/hosts.yml": GOOD + "vars: {extra_args: [" + "1," * 1_100_000 + "]}\n"},
      PROVISION, ["inv/hosts.yml:11: YAML holds more than 1000000 values"]),
+    # --- keys inside a mapping variable ----------------------------------------------------------------
+    ("pve-api-misspelled-secret-key", {"inv/host_vars/lab.yml":
+                                       f"pve_api: {{token_id: 'root@pam!g', token_secrte: {SECRET}}}\n"}, ONBOARD,
+     ["variable pve_api=... (from ", "has the key 'token_secrte', which nothing reads (did you mean token_secret?)"]),
 ]
 
 

@@ -1,9 +1,46 @@
-"""What issue 41's guards still let through, as they should, and what they mask. The refusals
+"""What issue 41's guards still let through, as they should, and what they mask: pve_api's own
+token_secret is a secret where it belongs (provision refused the documented form once the
+inventory's secrets were registered), and every text under a secret name is masked. The refusals
 themselves are rows of tests/unit/test_cli_bad_inputs_41.py."""
 
 from __future__ import annotations
 
-from gpunode import secrets
+from pathlib import Path
+
+import pytest
+
+from gpunode import inventory, secrets
+from gpunode.cli.common import select_targets
+from gpunode.errors import InventoryError
+
+HOSTS = """\
+hosts:
+  kpro6:
+    address: 127.0.0.1
+    vars:
+      pve_api: {{token_id: 'root@pam!gpunode', token_secret: {secret}}}
+    containers:
+      200:
+        vars: {{model_source: /mnt/models/m, {more}}}
+"""
+
+
+def targets(tmp_path: Path, more: str, secret: str = "9f1c2b7e-pve-secret") -> list[inventory.Target]:
+    (tmp_path / "hosts.yml").write_text(HOSTS.format(secret=secret, more=more))
+    return select_targets(inventory.load(tmp_path / "hosts.yml"), "kpro6", 200, None, {})
+
+
+def test_pve_apis_own_token_secret_is_taken_and_masked(tmp_path):
+    (target,) = targets(tmp_path, "tp: 1", secret="9f1c2b7e-pve-secret")
+    assert target.vars["pve_api"]["token_secret"] == "9f1c2b7e-pve-secret"
+    assert secrets.redact("token 9f1c2b7e-pve-secret") == f"token {secrets.MASK}"
+
+
+def test_the_secret_copied_into_another_key_of_pve_api_is_still_refused(tmp_path):
+    (tmp_path / "hosts.yml").write_text(HOSTS.format(secret="9f1c2b7e-pve-secret", more="tp: 1").replace(
+        "token_secret: 9f1c2b7e-pve-secret", "token_secret: 9f1c2b7e-pve-secret, address: 9f1c2b7e-pve-secret"))
+    with pytest.raises(InventoryError, match="variable pve_api .* holds the value of a secret variable"):
+        select_targets(inventory.load(tmp_path / "hosts.yml"), "kpro6", 200, None, {})
 
 
 def test_every_text_under_a_secret_name_is_masked():
