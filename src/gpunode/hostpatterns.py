@@ -86,9 +86,12 @@ def _matches(item: str, keys: Sequence[Key], groups: dict[str, list[str]]) -> se
     out = {k for k in keys if k[0] in picked_hosts or hit(name_of(k))}
     if not out:
         known = [*sorted(groups), *sorted(hosts), *(name_of(k) for k in keys)]
+        from gpunode import lookalike
+
         close = difflib.get_close_matches(item.lstrip("~"), known, n=1)
         raise InventoryError(f"--limit: {item!r} matches none of the targets to choose from "
                              f"({', '.join(name_of(k) for k in keys[:8])}{', ...' if len(keys) > 8 else ''})",
-                             hint=f"did you mean {close[0]!r}?" if close else
-                             "names are host, host/vmid or a group; * and ? are wildcards")
+                             hint=lookalike.hint(item, known) or (f"did you mean {close[0]!r}?" if close else
+                                                                  "names are host, host/vmid or a group; * and ? "
+                                                                  "are wildcards"))
     return out

@@ -165,6 +165,11 @@ def merge(*layers: dict[str, Any]) -> dict[str, Any]:
 
 
 def _suggest(name: str, known: Any) -> str:
+    from gpunode import lookalike
+
+    same_look = lookalike.hint(name, known)  # "did you mean 'kpro6'?" would show two names that look alike
+    if same_look:
+        return same_look
     close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
     return f"did you mean {close[0]!r}?" if close else ""
 

@@ -132,11 +132,14 @@ def _unknown(name: Any, where: str, target: str) -> InventoryError:
                               "would be dropped without a word", target=target,
                               hint=(f"did you mean {close[0]}? " if close else "") + f"rename or remove it at {where}; "
                               "the secrets gpunode passes on: " + ", ".join(secrets))
+    from gpunode import lookalike
+
+    same_look = lookalike.hint(name, known)
     close = difflib.get_close_matches(str(name), list(known), n=1, cutoff=0.6)
     return InventoryError(f"variable {shown} (from {where}) is not one gpunode knows: no role, the resolver or the "
                           "facts probe reads it", target=target,
-                          hint=(f"did you mean {close[0]}? " if close else "") + f"rename or remove it at {where}; "
-                          "every variable is listed in docs/variables.md")
+                          hint=(f"{same_look}; " if same_look else f"did you mean {close[0]}? " if close else "")
+                          + f"rename or remove it at {where}; every variable is listed in docs/variables.md")
 
 
 def check(variables: Mapping[Any, Any], origins: Mapping[Any, str] | None = None, target: str = "",

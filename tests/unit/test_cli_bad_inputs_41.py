@@ -10,11 +10,12 @@ import json
 
 import pytest
 
-from tests.unit.test_cli_bad_inputs_table import _make, _tree, deep, run_cli, snap
+from tests.unit.test_cli_bad_inputs_table import _make, _tree, ct_vars, deep, run_cli, snap
 from tests.unit.test_cli_badinput import GOOD, H200, PROVISION, SECRET
 
 ONBOARD = ["onboard", "--inventory", "{d}/inv", "--host", "lab", "--ct", "300", "--check"]
 RESOLVE_SNAP = ["resolve", "--facts", "{d}/snap"]
+LAB_CYRILLIC = "l\u0430b"  # "lab" with a Cyrillic а (U+0430)
 
 
 def meta_with(extra: str) -> dict:
@@ -56,6 +57,18 @@ ROWS = [
      [*PROVISION[:2], "{d}/ini/hosts", *PROVISION[3:]], ["ini/hosts: inventory file is 22800006 bytes, too large"]),
     ("inventory-million-values-no-alias", {"inv/hosts.yml": GOOD + "vars: {extra_args: [" + "1," * 1_100_000 + "]}\n"},
      PROVISION, ["inv/hosts.yml:11: YAML holds more than 1000000 values"]),
+    # --- names that look like known ones --------------------------------------------------------------
+    ("host-homoglyph", {}, [*PROVISION[:4], LAB_CYRILLIC, *PROVISION[5:]],
+     [f"unknown host '{LAB_CYRILLIC}'", "it looks like 'lab' but differs from it by look-alike characters",
+      "CYRILLIC SMALL LETTER A, U+0430) at character 2"]),
+    ("group-member-homoglyph",
+     {"inv/hosts.yml": GOOD.replace("gpu: {hosts: [lab]}", f"gpu: {{hosts: [{LAB_CYRILLIC}]}}")}, PROVISION,
+     [f"group gpu names unknown host '{LAB_CYRILLIC}'", "'l\\u0430b' holds 'а'"]),
+    ("limit-zero-width-space", {}, [*PROVISION[:3], "--limit", "lab\u200b/200", "--check"],
+     ["it looks like 'lab/200'", "ZERO WIDTH SPACE, U+200B"]),
+    ("host-vars-file-fullwidth", {"inv/host_vars/\uff4cab.yml": "tp: 1\n"}, PROVISION,
+     ["is for unknown host '\uff4cab'", "FULLWIDTH LATIN SMALL LETTER L"]),
+    ("variable-homoglyph", ct_vars("t\u0440: 1"), PROVISION, ["variable t\u0440 (from ", "it looks like 'tp'"]),
     # --- keys inside a mapping variable ----------------------------------------------------------------
     ("pve-api-misspelled-secret-key", {"inv/host_vars/lab.yml":
                                        f"pve_api: {{token_id: 'root@pam!g', token_secrte: {SECRET}}}\n"}, ONBOARD,

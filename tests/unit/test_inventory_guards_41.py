@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpunode import inventory, secrets
+from gpunode import inventory, lookalike, secrets
 from gpunode.cli.common import select_targets
 from gpunode.errors import InventoryError
 
@@ -46,3 +46,13 @@ def test_the_secret_copied_into_another_key_of_pve_api_is_still_refused(tmp_path
 def test_every_text_under_a_secret_name_is_masked():
     secrets.register_vars({"vault_token": {"primary": "tok-aaaa-1111", "spares": ["tok-bbbb-2222"]}})
     assert secrets.redact("tok-aaaa-1111 tok-bbbb-2222") == f"{secrets.MASK} {secrets.MASK}"
+
+
+@pytest.mark.parametrize(("typed", "known", "says"), [
+    ("kpro6", ["k\u0440ro6"], "the known 'k\\u0440ro6' holds 'р' (CYRILLIC SMALL LETTER ER, U+0440) at character 2"),
+    ("\u039a\u0420RO6", ["KPRO6"], "GREEK CAPITAL LETTER KAPPA"),
+    ("kpro7", ["kpro6"], ""),  # a different name, not a look-alike: difflib's "did you mean" stays
+])
+def test_a_lookalike_is_told_apart_from_a_typo(typed, known, says):
+    found = lookalike.hint(typed, known)
+    assert (says in found) if says else found == ""
