@@ -417,6 +417,9 @@ def load(path: str | Path) -> Inventory:
         if name not in hosts:
             raise InventoryError(f"{files[name]} is for unknown host {name!r}",
                                  hint=_suggest(name, hosts) or "rename the file or declare the host")
+    for layer in (top_vars, *group_vars.values(), *host_vars.values(), *(h.vars for h in hosts.values()),
+                  *(c.vars for h in hosts.values() for c in h.containers.values())):
+        yamlsrc.refuse_jinja(layer, str(main), tag_hint=not inventory_ini.looks_like_ini(main))
     return Inventory(main, hosts, groups, group_vars, top_vars, host_vars)
 
 

@@ -3,6 +3,7 @@ so that inventory and knowledge-base errors can point at the exact spot."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,48 @@ def _vault_value(loader: _Loader, node: yaml.Node) -> Any:
 
 
 _Loader.add_constructor("!vault", _vault_value)
+
+
+class Unsafe(str):
+    """A value tagged `!unsafe` (Ansible's tag for text that is never templated): braces meant as written."""
+
+
+def _unsafe_value(loader: _Loader, node: yaml.Node) -> Unsafe:
+    if not isinstance(node, yaml.ScalarNode):
+        raise InventoryError(f"{loader.name}:{node.start_mark.line + 1}: !unsafe tags one text value, not a list or "
+                             "a mapping", hint="tag each text inside it: [!unsafe '{{ a }}', ...]")
+    return Unsafe(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("!unsafe", _unsafe_value)
+
+# What Jinja would take for an expression, a statement or a comment in an Ansible value.
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}", re.S)
+
+
+def refuse_jinja(layer: Any, fallback: str = "?", tag_hint: bool = True) -> None:
+    """Refuse a variable whose value (or any text inside it) holds a Jinja template (issue 41): Ansible
+    would evaluate `{{ lookup('pipe', ...) }}` or `{{ other_var }}`; gpunode never evaluates a value
+    (no code runs from an inventory), so it would pass the braces on as written, which is not what
+    was meant. Text meant literally is tagged !unsafe, as Ansible's own marker for it."""
+    from gpunode.secrets import is_secret_name
+
+    stack: list[tuple[Any, str, str]] = [(value, str(key), where(layer, key, fallback)) for key, value in
+                                         (layer.items() if isinstance(layer, dict) else ())]
+    while stack:
+        value, label, at = stack.pop()
+        if isinstance(value, dict):
+            stack += [(v, f"{label}.{k}", where(value, k, at)) for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{label}[{i}]", at) for i, v in enumerate(value)]
+        elif isinstance(value, str) and not isinstance(value, Unsafe) and (m := _JINJA.search(value)):
+            shown = "" if any(is_secret_name(part) for part in re.split(r"[.\[]", label)) else \
+                f" ({preview(m.group(0), 50)})"
+            literal = (f"tag it `{label.partition('.')[0].partition('[')[0]}: !unsafe '...'` (Ansible's marker for "
+                       "text never templated)") if tag_hint else "set it in a YAML file, tagged !unsafe"
+            raise InventoryError(f"{at}: {label} holds a Jinja template{shown}, which gpunode does not evaluate: "
+                                 "values are used as written, so the braces would reach the target as they are",
+                                 hint=f"write the value out in full; if the braces are meant as text, {literal}")
 
 
 # An inventory nests a handful of levels and expands to a few thousand values (the knowledge base,

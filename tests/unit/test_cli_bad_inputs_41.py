@@ -69,6 +69,23 @@ ROWS = [
     ("host-vars-file-fullwidth", {"inv/host_vars/\uff4cab.yml": "tp: 1\n"}, PROVISION,
      ["is for unknown host '\uff4cab'", "FULLWIDTH LATIN SMALL LETTER L"]),
     ("variable-homoglyph", ct_vars("t\u0440: 1"), PROVISION, ["variable t\u0440 (from ", "it looks like 'tp'"]),
+    # --- Jinja: refused, never run ----------------------------------------------------------------
+    ("jinja-pipe-lookup", ct_vars("served_model_name: \"{{ lookup('pipe', 'touch {d}/pwned') }}\""), PROVISION,
+     ["inv/hosts.yml:8: served_model_name holds a Jinja template", "does not evaluate", "!unsafe"]),
+    ("jinja-in-a-list", ct_vars("extra_args: ['--x', '{% for i in range(9) %}{% endfor %}']"), PROVISION,
+     ["extra_args[1] holds a Jinja template"]),
+    ("jinja-in-group-vars", {"inv/group_vars/gpu.yml": "served_model_name: '{{ inventory_hostname }}'\n"}, PROVISION,
+     ["inv/group_vars/gpu.yml:1: served_model_name holds a Jinja template ('{{ inventory_hostname }}')"]),
+    ("jinja-secret-not-echoed", ct_vars("hf_token: '{{ " + SECRET + " }}'"), PROVISION,
+     ["hf_token holds a Jinja template, which"]),
+    ("jinja-ini", {"ini/hosts": "[gpu]\nlab ansible_host=127.0.0.1 ansible_port=1 containers=\"{200: {}}\"\n\n"
+                   "[gpu:vars]\nserved_model_name={{ lookup('env', 'HOME') }}\n"},
+     [*PROVISION[:2], "{d}/ini/hosts", *PROVISION[3:]], ["ini/hosts:5: served_model_name holds a Jinja template",
+                                                         "set it in a YAML file, tagged !unsafe"]),
+    ("jinja-set", {}, [*PROVISION, "--set", "served_model_name={{ 7 * 7 }}"],
+     ["--set: served_model_name holds a Jinja template"]),
+    ("jinja-e-file", {"vars.yml": "served_model_name: '{{ 7 * 7 }}'\n"}, [*PROVISION, "-e", "@{d}/vars.yml"],
+     ["vars.yml:1: served_model_name holds a Jinja template"]),
     # --- keys inside a mapping variable ----------------------------------------------------------------
     ("pve-api-misspelled-secret-key", {"inv/host_vars/lab.yml":
                                        f"pve_api: {{token_id: 'root@pam!g', token_secrte: {SECRET}}}\n"}, ONBOARD,

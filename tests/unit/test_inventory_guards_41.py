@@ -1,6 +1,6 @@
-"""What issue 41's guards still let through, as they should, and what they mask: pve_api's own
-token_secret is a secret where it belongs (provision refused the documented form once the
-inventory's secrets were registered), and every text under a secret name is masked. The refusals
+"""What issue 41's guards still let through, as it should: a value tagged !unsafe keeps its braces,
+pve_api's own token_secret is a secret where it belongs (provision refused the documented form once
+the inventory's secrets were registered), and every text under a secret name is masked. The refusals
 themselves are rows of tests/unit/test_cli_bad_inputs_41.py."""
 
 from __future__ import annotations
@@ -28,6 +28,16 @@ hosts:
 def targets(tmp_path: Path, more: str, secret: str = "9f1c2b7e-pve-secret") -> list[inventory.Target]:
     (tmp_path / "hosts.yml").write_text(HOSTS.format(secret=secret, more=more))
     return select_targets(inventory.load(tmp_path / "hosts.yml"), "kpro6", 200, None, {})
+
+
+def test_a_value_tagged_unsafe_keeps_its_braces(tmp_path):
+    (target,) = targets(tmp_path, "served_model_name: !unsafe '{{ qwen }}'")
+    assert target.vars["served_model_name"] == "{{ qwen }}"
+
+
+def test_unsafe_tags_text_only(tmp_path):
+    with pytest.raises(InventoryError, match=r"hosts.yml:8: !unsafe tags one text value, not a list"):
+        targets(tmp_path, "extra_args: !unsafe ['{{ a }}']")
 
 
 def test_pve_apis_own_token_secret_is_taken_and_masked(tmp_path):

@@ -161,6 +161,7 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
     for item in sets or []:
         if item.startswith("@"):  # -e @vars.yml, as ansible-playbook: a YAML mapping of variables
             from_file = _vars_file(item[1:])
+            yamlsrc.refuse_jinja(from_file, item)
             out.update(from_file)
             origins.update({key: yamlsrc.where(from_file, key) for key in from_file})
             continue
@@ -180,6 +181,7 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
         if key in VERSION_KEYS or not value:
             out[key] = value.strip()
             continue
+        yamlsrc.refuse_jinja({key: value}, "--set", tag_hint=False)  # as Ansible's -e would template it
         try:
             out[key] = yamlsrc.load_text(value, f"--set {key}", syntax=False)
         except yaml.YAMLError as exc:
