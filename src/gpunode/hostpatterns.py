@@ -37,8 +37,9 @@ def parts(pattern: str) -> list[str]:
         from gpunode import userfiles
 
         path = Path(text[1:]).expanduser()
-        if not path.is_file():
-            raise InventoryError(f"--limit {text}: no such file", hint="give a file of target names, one per line")
+        if not path.exists():  # a FIFO or a folder is refused by the reader, by name
+            raise InventoryError(f"--limit {text}: {userfiles.missing(path, 'no such file')}",
+                                 hint="give a file of target names, one per line")
         lines = userfiles.read_text(path, what="--limit file").splitlines()
         return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
     items = text.split(",") if "," in text else text.split(":")

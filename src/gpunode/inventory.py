@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpunode import inventory_ansible, inventory_ini, yamlsrc
+from gpunode import inventory_ansible, inventory_ini, userfiles, yamlsrc
 from gpunode.errors import InventoryError, preview
 from gpunode.yamlsrc import Located
 
@@ -369,7 +369,7 @@ def load(path: str | Path) -> Inventory:
     elif src.exists():
         main, folder = src, src.parent
     else:
-        raise InventoryError(f"inventory {src} does not exist",
+        raise InventoryError(f"inventory {src} {userfiles.missing(src)}",
                              hint="pass --inventory PATH, set GPUNODE_INVENTORY, or set `inventory:` in a "
                            "gpunode.yaml (docs/config.md)")
     doc = (inventory_ini.read(main) if inventory_ini.looks_like_ini(main) else yamlsrc.load(main)) or Located()

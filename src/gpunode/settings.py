@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpunode import yamlsrc
+from gpunode import userfiles, yamlsrc
 from gpunode.errors import InventoryError
 
 PROJECT_FILE = "gpunode.yaml"
@@ -50,8 +50,9 @@ def project_file(start: Path | None = None) -> Path | None:
     named = os.environ.get("GPUNODE_CONFIG")
     if named:
         path = Path(named).expanduser()
-        if not path.is_file():
-            raise InventoryError(f"GPUNODE_CONFIG={named}: no such file", hint="unset it or point it at a gpunode.yaml")
+        if not path.exists():  # a FIFO or a folder is refused by the reader, by name
+            raise InventoryError(f"GPUNODE_CONFIG={named}: {userfiles.missing(path, 'no such file')}",
+                                 hint="unset it or point it at a gpunode.yaml")
         return path
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):

@@ -79,6 +79,25 @@ def read_bytes(path: str | Path, *, what: str = "file", error: type[GpunodeError
     return data
 
 
+def missing(path: str | Path, default: str = "does not exist") -> str:
+    """Why `path` is not there, as words that follow its name: `default` when nothing is at it.
+    A link round in a loop or to nothing is said to be one (issue 41: both were "does not exist",
+    which sends the user looking for a file that is there)."""
+    p = Path(path)
+    try:
+        os.stat(p)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link whose links lead round in a loop"
+        if os.path.islink(p):
+            return f"is a symbolic link to {os.readlink(p)[:120]!r}, which does not exist"
+        if exc.errno == errno.ENOTDIR:
+            return "is under a file, not a folder"
+        if exc.errno == errno.EACCES:
+            return "cannot be reached (permission denied on a folder above it)"
+    return default
+
+
 def _kind(mode: int) -> str:
     return ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
             else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from tests.unit.test_cli_bad_inputs_table import _make, _tree, ct_vars, deep, run_cli, snap
-from tests.unit.test_cli_badinput import GOOD, H200, PROVISION, SECRET
+from tests.unit.test_cli_bad_inputs_table import FIFO, _make, _tree, ct_vars, deep, run_cli, snap
+from tests.unit.test_cli_badinput import GOOD, H200, OFFLINE, PROVISION, SECRET
 
 ONBOARD = ["onboard", "--inventory", "{d}/inv", "--host", "lab", "--ct", "300", "--check"]
 RESOLVE_SNAP = ["resolve", "--facts", "{d}/snap"]
@@ -86,6 +86,29 @@ ROWS = [
      ["--set: served_model_name holds a Jinja template"]),
     ("jinja-e-file", {"vars.yml": "served_model_name: '{{ 7 * 7 }}'\n"}, [*PROVISION, "-e", "@{d}/vars.yml"],
      ["vars.yml:1: served_model_name holds a Jinja template"]),
+    # --- a path that is a link round in a loop or to nothing: said so, not "does not exist" ----------
+    ("inventory-link-loop", {"loop": ("link", "loop")}, [*PROVISION[:2], "{d}/loop", *PROVISION[3:]],
+     ["loop is a symbolic link whose links lead round in a loop"]),
+    ("inventory-dangling-link", {"hosts.yml": ("link", "gone.yml")}, [*PROVISION[:2], "{d}/hosts.yml", *PROVISION[3:]],
+     ["hosts.yml is a symbolic link to 'gone.yml', which does not exist"]),
+    ("e-file-link-loop", {"loop": ("link", "loop")}, [*PROVISION, "-e", "@{d}/loop"],
+     ["loop: is a symbolic link whose links lead round in a loop"]),
+    ("limit-file-link-loop", {"loop": ("link", "loop")}, [*PROVISION[:3], "--limit", "@{d}/loop", "--check"],
+     ["loop: is a symbolic link whose links lead round in a loop"]),
+    ("facts-link-loop", {"loop": ("link", "loop")}, ["resolve", "--facts", "{d}/loop"],
+     ["facts snapshot ", "loop is a symbolic link whose links lead round in a loop"]),
+    ("facts-meta-link-loop", {**snap(), "snap/meta.json": ("link", "meta.json")}, RESOLVE_SNAP,
+     ["meta.json: its symbolic links lead round in a loop"]),
+    ("model-link-loop", {"loop": ("link", "loop")}, [*OFFLINE[:3], "--model", "{d}/loop"],
+     ["loop is a symbolic link whose links lead round in a loop"]),
+    ("model-config-dangling", {"model/config.json": ("link", "gone.json")}, OFFLINE,
+     ["config.json: cannot read it: a symbolic link to gone.json, which is missing"]),
+    ("e-file-fifo", {"vars.yml": FIFO}, [*PROVISION, "-e", "@{d}/vars.yml"],
+     ["vars.yml: YAML file is a named pipe (FIFO), not a regular file"]),
+    ("limit-file-fifo", {"hosts.txt": FIFO}, [*PROVISION[:3], "--limit", "@{d}/hosts.txt", "--check"],
+     ["hosts.txt: --limit file is a named pipe (FIFO), not a regular file"]),
+    ("journal-link-loop", {"loop": ("link", "loop")}, ["doctor", "--journal", "{d}/loop"],
+     ["--journal ", "loop: is a symbolic link whose links lead round in a loop"]),
     # --- keys inside a mapping variable ----------------------------------------------------------------
     ("pve-api-misspelled-secret-key", {"inv/host_vars/lab.yml":
                                        f"pve_api: {{token_id: 'root@pam!g', token_secrte: {SECRET}}}\n"}, ONBOARD,

@@ -100,7 +100,7 @@ def load_inventory(given: str | None) -> inventory.Inventory:
 
         where = settings.current().origins.get("inventory")
         if where:
-            raise InventoryError(f"inventory {path} (from {where}) does not exist",
+            raise InventoryError(f"inventory {path} (from {where}) {userfiles.missing(path)}",
                                  hint="fix that setting, or pass --inventory PATH")
     loaded = inventory.load(path)
     use_search_path(path)
@@ -202,8 +202,8 @@ def parse_sets(sets: list[str] | None) -> dict[str, Any]:
 
 def _vars_file(name: str) -> dict[str, Any]:
     path = Path(name).expanduser()
-    if not path.is_file():
-        raise InventoryError(f"-e @{name}: no such file",
+    if not path.exists():  # a FIFO or a folder is refused by the reader, by name (not "no such file")
+        raise InventoryError(f"-e @{name}: {userfiles.missing(path, 'no such file')}",
                              hint="give a YAML file of `key: value` lines, e.g. -e @vars.yml")
     doc = yamlsrc.load(path)
     if not isinstance(doc, dict):

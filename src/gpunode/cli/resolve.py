@@ -44,8 +44,10 @@ def local_model(path: str) -> Model:
     given = Path(path)
     # exists(), not is_file(): a FIFO or a device named config.json is refused by userfiles by name,
     # not taken for a missing file
+    if not given.exists() and (gone := userfiles.missing(given, "")):
+        raise FactError(f"{path} {gone}", hint="check the path")
     folder = given.parent if given.exists() and not given.is_dir() else given
-    if not (folder / "config.json").exists():
+    if not os.path.lexists(folder / "config.json"):  # a link loop or to nothing is the reader's to name
         raise FactError(f"{path}: no config.json there", hint="pass a model directory or its config.json")
     lines = []
     for root, dirs, files in os.walk(folder):

@@ -100,6 +100,6 @@ def evidence(raw: RawFacts, journal: Sequence[str] = ()) -> Evidence:
 def read_journal(path: Path) -> list[str]:
     """A journal the user saved (journalctl -u ... > FILE, or pasted from an issue)."""
     if not path.exists():
-        raise InventoryError(f"--journal {path}: no such file",
+        raise InventoryError(f"--journal {path}: {userfiles.missing(path, 'no such file')}",
                              hint="save one with `journalctl -u 'gpunode*' -n 500 --no-pager > FILE`")
     return userfiles.read_text(path, what="journal file", error=InventoryError).splitlines()

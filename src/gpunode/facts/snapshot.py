@@ -129,7 +129,9 @@ def _check_replaceable(dest: Path, given: Path) -> None:
 def load(folder: Path) -> RawFacts:
     """Read a snapshot folder written by save() (or assembled by hand for a test)."""
     meta_file = folder / "meta.json"
-    if not meta_file.exists():
+    if not folder.exists() and (why := userfiles.missing(folder, "")):
+        raise FactError(f"facts snapshot {folder} {why}", hint="check the path")
+    if not os.path.lexists(meta_file):  # a link loop or a link to nothing is the reader's to name
         raise FactError(
             f"{folder} is not a facts snapshot: it has no meta.json",
             hint="pass a folder written by `inv facts --save DIR`",
