@@ -13,10 +13,12 @@ or a template of a name wins, as in Ansible's roles_path.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpunode import userfiles
 from gpunode.errors import InventoryError
 
 PACKAGE = Path(__file__).resolve().parent
@@ -112,6 +114,13 @@ def user_roles() -> dict[str, Path]:
     out: dict[str, Path] = {}
     for root in _current.roles:
         for sub in sorted(root.iterdir()):
+            if sub.name not in out and os.path.lexists(sub / "role.py") and not (sub / "role.py").is_file():
+                # a link loop, a link to nothing, a FIFO or a folder: a role meant, which would be skipped
+                # without a word (issue 41: --only said "unknown role")
+                gone = userfiles.missing(sub / "role.py", "")
+                raise InventoryError(f"role folder {sub}: its role.py {gone or 'is no regular file'}",
+                                     hint="make role.py the role's Python file, or move the folder out of "
+                                     f"{root}")
             if not (sub / "role.py").is_file() or sub.name in out:
                 continue
             if not _NAME.fullmatch(sub.name):

@@ -267,3 +267,22 @@ def test_a_role_file_goes_through_the_inventorys_reader(tmp_path, file, make, sa
             variables.check(roles.defaults())
     finally:
         searchpath.use()
+
+
+@pytest.mark.parametrize(("make", "said"), [
+    (lambda p: p.symlink_to("role.py"), "its role.py is a symbolic link whose links lead round in a loop"),
+    (lambda p: p.symlink_to("gone.py"), "its role.py is a symbolic link to 'gone.py', which does not exist"),
+    (lambda p: os.mkfifo(p), "its role.py is no regular file"),
+    (lambda p: p.mkdir(), "its role.py is no regular file"),
+])
+def test_a_role_py_that_is_no_file_is_refused_naming_the_folder(tmp_path, make, said):
+    """issue 41: a role.py that is a link loop was skipped without a word (--only said "unknown role")."""
+    folder = user_role(tmp_path / "roles", "odd")
+    (folder / "role.py").unlink()
+    make(folder / "role.py")
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=f"role folder {folder}: {said}"):
+            roles.names()
+    finally:
+        searchpath.use()
