@@ -34,7 +34,7 @@ INVENTORY = REPO / "inventory"
 #: checks the inventory against, the task tree (the whole status needs the lab: --lab)
 STATUS_IMPORTS = ("from gpunode.cli.session import Session\n"
                   "from gpunode.fleet import gather, render, status\n"
-                  "from gpunode.roles.servers.secretfiles import curl_auth\n"
+                  "from gpunode.steps.secretfiles import curl_auth\n"
                   "from gpunode import variables\n"
                   "variables.registry()\n"
                   "import gpunode.cli.main\n")

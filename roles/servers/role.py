@@ -10,11 +10,11 @@ from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.listen import flag_value
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
 from gpunode.steps.judge import EngineJudge, Judged
 from gpunode.steps.rolling import Keep, Rolled, RollingRestart, Route
+from gpunode.steps.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.systemd import Service, UnitTemplate
 from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
 from gpunode.steps.weights import STAGE_SCRIPT, stage_args

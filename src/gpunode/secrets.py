@@ -10,7 +10,7 @@ masked as well as the raw value.
 
 extra_args is not a secret and ends in argv (`ps`) and 0644 unit files, so an
 API key there is refused (`refuse_in_args`), pointing to server_api_key, whose
-home is roles/servers/secretfiles.py (0600 files the units read).
+home is steps/secretfiles.py (0600 files the units read).
 """
 
 from __future__ import annotations

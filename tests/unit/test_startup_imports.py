@@ -49,7 +49,7 @@ def test_what_status_imports_loads_no_resolver_and_no_templates():
     probe = ("import json, sys\n"
              "from gpunode.cli.session import Session\n"
              "from gpunode.fleet import gather, render, status\n"
-             "from gpunode.roles.servers.secretfiles import curl_auth\n"
+             "from gpunode.steps.secretfiles import curl_auth\n"
              "from gpunode import variables\n"
              "variables.registry()\n"  # status checks the inventory's variables against every reader's
              "print(json.dumps(sorted(sys.modules)))\n")

@@ -21,8 +21,8 @@ def _control(action: str, host, ct, group, server, router, json, inventory, set_
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
     from gpunode.fleet import control, gather, status
-    from gpunode.roles.servers.secretfiles import curl_auth
     from gpunode.secrets import redact
+    from gpunode.steps.secretfiles import curl_auth
 
     targets = targets_of(inventory, host, ct, group, set_, limit)
     owner = Owner.current(new_run_id())
@@ -133,8 +133,8 @@ def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=N
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
     from gpunode.fleet import gather, generations, status
-    from gpunode.roles.servers.secretfiles import curl_auth
     from gpunode.secrets import redact
+    from gpunode.steps.secretfiles import curl_auth
 
     targets = targets_of(inventory, host, ct, group, set_, limit)
     owner = Owner.current(new_run_id())

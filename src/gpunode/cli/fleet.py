@@ -39,7 +39,7 @@ def _status_of(session, target, sample: float):
     from gpunode.errors import GpunodeError
     from gpunode.fleet import gather, status
     from gpunode.fleet.endpoint import CLIENT_KEY
-    from gpunode.roles.servers.secretfiles import curl_auth
+    from gpunode.steps.secretfiles import curl_auth
 
     try:
         text = gather.gather(session.transport(target), curl_auth(str(target.vars.get("server_api_key") or "")),

@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 
 from gpunode.fleet.endpoint import FLEET_UNIT, Worker
-from gpunode.roles.servers.secretfiles import ROUTER_KEY_ENV, SECRET_DIR, Home, secret_file
 from gpunode.steps.files import File
+from gpunode.steps.secretfiles import ROUTER_KEY_ENV, SECRET_DIR, Home, secret_file
 from gpunode.steps.trees import Absent
 from gpunode.steps.unitfmt import env_text
 
