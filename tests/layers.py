@@ -41,8 +41,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 #: Where a module of an older revision lives now, so that its imports are measured against today's layers.
-#: The inventory modules still at the package root (their move to inventory/ waits for issue 41) are placed
-#: by it too.
 MOVED = {
     "gpunode.inventory": "gpunode.inventory.core", "gpunode.inventory_ansible": "gpunode.inventory.ansible",
     "gpunode.inventory_ini": "gpunode.inventory.ini", "gpunode.inventory_edit": "gpunode.inventory.edit",

@@ -8,7 +8,7 @@ import pytest
 
 from gpunode import inventory
 from gpunode.errors import InventoryError
-from gpunode.inventory_edit import add_container, add_container_file
+from gpunode.inventory.edit import add_container, add_container_file
 
 REPO = Path(__file__).parents[2]
 

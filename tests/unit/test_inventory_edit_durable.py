@@ -10,7 +10,7 @@ import pytest
 
 from gpunode import inventory
 from gpunode.errors import InventoryError
-from gpunode.inventory_edit import add_container_file
+from gpunode.inventory.edit import add_container_file
 
 TEXT = "# our hosts\nhosts:\n  pve1:\n    address: 10.0.0.1\n"
 

@@ -220,7 +220,8 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
                    overrides: dict[str, Any], limit: str | None = None) -> list[inventory.Target]:
     """--host H [--ct N], --group G and/or --limit PATTERN -> targets, with every role's defaults as the
     lowest layer. --limit narrows what --host or --group chose, or chooses among every target."""
-    from gpunode import hostpatterns, roles, variables
+    from gpunode import roles, variables
+    from gpunode.inventory import patterns
 
     for flag, value in (("--limit", limit), ("--group", group)):
         if value is not None and not str(value).strip():
@@ -253,7 +254,7 @@ def select_targets(inv: inventory.Inventory, host: str | None, ct: int | str | N
         raise InventoryError("which target? pass --host H (and --ct N for a container), --group G or --limit PATTERN",
                              hint=f"hosts in {inv.source}: {', '.join(sorted(inv.hosts))}")
     if limit:
-        keys = hostpatterns.select(limit, keys, inv.groups)
+        keys = patterns.select(limit, keys, inv.groups)
         if not keys:
             raise InventoryError(f"--limit {limit!r} leaves no target", hint="check its ! and & parts")
     targets = [inv.target(h, vmid, overrides, defaults) for h, vmid in keys]

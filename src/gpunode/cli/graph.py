@@ -16,7 +16,7 @@ HELP = {
 def graph(c, inventory=None, graph=False, group=None):
     """The inventory's groups, hosts and containers as a tree, as `ansible-inventory --graph` draws it."""
     from gpunode.errors import InventoryError, printable
-    from gpunode.inventory import _suggest
+    from gpunode.inventory.core import _suggest
 
     inv = load_inventory(inventory)
     grouped = {h for g, members in inv.groups.items() if g != "all" for h in members}

@@ -48,9 +48,9 @@ def parse_gpus(text: str | None) -> list[int]:
 def onboard(c, host=None, ct=None, gpus=None, template=None, memory=None, swap=None, cores=None, mount=None,
             hostname=None, rootfs=None, adopt=False, check=False, inventory=None, timeout=None):
     """Create or update an LXC container through the Proxmox API (GPUs, mounts, memory), start it, list it."""
-    from gpunode import inventory_edit
     from gpunode.cli.session import Session
     from gpunode.errors import ConnectError
+    from gpunode.inventory import edit
     from gpunode.pve import containers, gpuhost, userspace
     from gpunode.pve.client import PveClient, settings_from_vars
     from gpunode.transport import PctTransport
@@ -90,7 +90,7 @@ def onboard(c, host=None, ct=None, gpus=None, template=None, memory=None, swap=N
             **({"template": template} if template else {}), **({"rootfs": rootfs} if rootfs else {}))
         client = PveClient(settings)
         plan = containers.plan(client, node, desired, adopt=bool(adopt))
-        inv_file = inventory_edit.inventory_file(inv.source)
+        inv_file = edit.inventory_file(inv.source)
         listed = vmid in h.containers
         for line in plan.lines():
             print(line)
@@ -141,7 +141,7 @@ def onboard(c, host=None, ct=None, gpus=None, template=None, memory=None, swap=N
             print(f"nvidia-smi in CT {vmid}: {len(listed)} GPU(s) at driver {gpu.facts.driver}: "
                   + ", ".join(f"{g.index} {g.name}" for g in listed))
         if not listed:
-            inventory_edit.add_container_file(inv_file, host, vmid, gpu_list or None)
+            edit.add_container_file(inv_file, host, vmid, gpu_list or None)
         done = ("created" if plan.create else "updated" if plan.set or plan.delete or classic_notes or installed
                 else "unchanged")
         print(f"{host}/{vmid}: {done}, running" + ("" if listed else f"; added to {inv_file}") +

@@ -1,5 +1,5 @@
 """Ansible's INI inventory (its default format) -> the same shape as an Ansible YAML inventory,
-which inventory_ansible.read then reads: one set of rules for connection variables either way.
+which ansible.read then reads: one set of rules for connection variables either way.
 
     [gpu]
     kpro6 ansible_host=10.0.0.6 containers="{200: {'gpus': [0, 1]}}"

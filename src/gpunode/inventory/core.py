@@ -12,7 +12,7 @@ order they are declared) < host `vars:` < host_vars/<h>.yml < container
 `vars:` < --set on the command line.
 
 An Ansible YAML inventory (`all:` with `hosts:`/`children:`/`vars:`) loads
-too, and so does an Ansible INI one (inventory_ini.py turns it into that shape);
+too, and so does an Ansible INI one (inventory/ini.py turns it into that shape);
 ansible_host/ansible_port/ansible_user/ansible_ssh_private_key_file map onto
 address/port/user/key.
 """
@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpunode import inventory_ansible, inventory_ini, userfiles, yamlsrc
+from gpunode import userfiles, yamlsrc
 from gpunode.errors import InventoryError, preview
+from gpunode.inventory import ansible, ini
 from gpunode.yamlsrc import Located
 
 HOST_KEYS = {"address", "port", "user", "key", "host_key", "known_hosts", "pct_path", "connection",
@@ -372,12 +373,12 @@ def load(path: str | Path) -> Inventory:
         raise InventoryError(f"inventory {src} {userfiles.missing(src)}",
                              hint="pass --inventory PATH, set GPUNODE_INVENTORY, or set `inventory:` in a "
                            "gpunode.yaml (docs/config.md)")
-    doc = (inventory_ini.read(main) if inventory_ini.looks_like_ini(main) else yamlsrc.load(main)) or Located()
+    doc = (ini.read(main) if ini.looks_like_ini(main) else yamlsrc.load(main)) or Located()
     group_vars: dict[str, dict[str, Any]] = {}
-    if inventory_ansible.is_list_output(doc):
-        doc = inventory_ansible.from_list_output(doc, main)
-    if inventory_ansible.is_ansible(doc):
-        hosts, groups, top_vars, group_vars = inventory_ansible.read(doc, main, _parse_host, HOST_KEYS)
+    if ansible.is_list_output(doc):
+        doc = ansible.from_list_output(doc, main)
+    if ansible.is_ansible(doc):
+        hosts, groups, top_vars, group_vars = ansible.read(doc, main, _parse_host, HOST_KEYS)
     else:
         _check_keys(doc, TOP_KEYS, f"inventory {main.name}")
         raw_hosts = doc.get("hosts") or {}
@@ -419,7 +420,7 @@ def load(path: str | Path) -> Inventory:
                                  hint=_suggest(name, hosts) or "rename the file or declare the host")
     for layer in (top_vars, *group_vars.values(), *host_vars.values(), *(h.vars for h in hosts.values()),
                   *(c.vars for h in hosts.values() for c in h.containers.values())):
-        yamlsrc.refuse_jinja(layer, str(main), tag_hint=not inventory_ini.looks_like_ini(main))
+        yamlsrc.refuse_jinja(layer, str(main), tag_hint=not ini.looks_like_ini(main))
     return Inventory(main, hosts, groups, group_vars, top_vars, host_vars)
 
 

@@ -118,7 +118,7 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
         done[key] = level
         for k in body:
             if k not in GROUP_KEYS:
-                from gpunode.inventory import _suggest
+                from gpunode.inventory.core import _suggest
 
                 raise InventoryError(f"{yamlsrc.where(body, k, where)}: unknown key {k!r} in group {group}",
                                      hint=_suggest(k, GROUP_KEYS) or "a group has hosts:, children: and vars:")
@@ -139,7 +139,7 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
             raise InventoryError(f"{yamlsrc.where(body, 'hosts', where)}: hosts of group {group} must be a mapping "
                                  "name -> settings", hint="write `hosts: {kpro6: {}}`, not a list")
         for name, settings in hosts.items():
-            from gpunode.inventory import name_is_text
+            from gpunode.inventory.core import name_is_text
 
             name_is_text(name, hosts, "host")
             if settings is None:  # `box1:` alone: remember where it is, for errors about what its groups set
