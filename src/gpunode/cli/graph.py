@@ -16,7 +16,7 @@ HELP = {
 def graph(c, inventory=None, graph=False, group=None):
     """The inventory's groups, hosts and containers as a tree, as `ansible-inventory --graph` draws it."""
     from gpunode.errors import InventoryError, printable
-    from gpunode.inventory.core import _suggest
+    from gpunode.inventory.names import suggest
 
     inv = load_inventory(inventory)
     grouped = {h for g, members in inv.groups.items() if g != "all" for h in members}
@@ -26,7 +26,7 @@ def graph(c, inventory=None, graph=False, group=None):
         groups.setdefault("ungrouped", ungrouped)
     if group not in (None, "", "all") and group not in groups:
         raise InventoryError(f"no group {group!r} in {inv.source}",
-                             hint=_suggest(str(group), groups) or f"groups: {', '.join(sorted(groups)) or 'none'}")
+                             hint=suggest(str(group), groups) or f"groups: {', '.join(sorted(groups)) or 'none'}")
     lines: list[str] = []
 
     def host(name: str, indent: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gpunode import yamlsrc
 from gpunode.errors import InventoryError
+from gpunode.inventory.names import name_is_text, suggest
 from gpunode.yamlsrc import Located
 
 # Ansible name -> gpunode host key. The ansible_ssh_* forms are Ansible's older spellings.
@@ -118,10 +119,8 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
         done[key] = level
         for k in body:
             if k not in GROUP_KEYS:
-                from gpunode.inventory.core import _suggest
-
                 raise InventoryError(f"{yamlsrc.where(body, k, where)}: unknown key {k!r} in group {group}",
-                                     hint=_suggest(k, GROUP_KEYS) or "a group has hosts:, children: and vars:")
+                                     hint=suggest(k, GROUP_KEYS) or "a group has hosts:, children: and vars:")
         raw_vars = body.get("vars")
         if raw_vars is not None and not isinstance(raw_vars, dict):
             raise InventoryError(f"{yamlsrc.where(body, 'vars', where)}: vars of group {group} must be a mapping",
@@ -139,8 +138,6 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
             raise InventoryError(f"{yamlsrc.where(body, 'hosts', where)}: hosts of group {group} must be a mapping "
                                  "name -> settings", hint="write `hosts: {kpro6: {}}`, not a list")
         for name, settings in hosts.items():
-            from gpunode.inventory.core import name_is_text
-
             name_is_text(name, hosts, "host")
             if settings is None:  # `box1:` alone: remember where it is, for errors about what its groups set
                 settings = Located()

@@ -19,7 +19,6 @@ address/port/user/key.
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import os
 import re
@@ -30,6 +29,7 @@ from typing import Any
 from gpunode import userfiles, yamlsrc
 from gpunode.errors import InventoryError, preview
 from gpunode.inventory import ansible, ini
+from gpunode.inventory.names import name_is_text, suggest
 from gpunode.yamlsrc import Located
 
 HOST_KEYS = {"address", "port", "user", "key", "host_key", "known_hosts", "pct_path", "connection",
@@ -101,7 +101,7 @@ class Inventory:
         if name not in self.hosts:
             raise InventoryError(
                 f"unknown host {name!r} in {self.source}",
-                hint=_suggest(name, self.hosts) or f"known hosts: {', '.join(sorted(self.hosts)) or 'none'}",
+                hint=suggest(name, self.hosts) or f"known hosts: {', '.join(sorted(self.hosts)) or 'none'}",
             )
         return self.hosts[name]
 
@@ -144,7 +144,7 @@ class Inventory:
                       defaults: dict[str, Any] | None = None) -> list[Target]:
         if group not in self.groups:
             raise InventoryError(f"unknown group {group!r} in {self.source}",
-                                 hint=_suggest(group, self.groups) or "declare it under `groups:`")
+                                 hint=suggest(group, self.groups) or "declare it under `groups:`")
         out = []
         for host in self.groups[group]:
             h = self.host(host)
@@ -165,23 +165,13 @@ def merge(*layers: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _suggest(name: str, known: Any) -> str:
-    from gpunode import lookalike
-
-    same_look = lookalike.hint(name, known)  # "did you mean 'kpro6'?" would show two names that look alike
-    if same_look:
-        return same_look
-    close = difflib.get_close_matches(str(name), [str(k) for k in known], n=1)
-    return f"did you mean {close[0]!r}?" if close else ""
-
-
 def _check_keys(node: Any, allowed: set[str], what: str) -> None:
     if not isinstance(node, dict):
         raise InventoryError(f"{yamlsrc.where(node)}: {what} must be a mapping, got {type(node).__name__}",
                              hint="see inventory/example/hosts.yml for the shape")
     for key in node:
         if key not in allowed:
-            hint = _suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}"
+            hint = suggest(key, allowed) or f"allowed keys: {', '.join(sorted(allowed))}"
             raise InventoryError(f"{yamlsrc.where(node, key)}: unknown key {key!r} in {what}", hint=hint)
 
 
@@ -303,16 +293,6 @@ def _bool(node: Any, key: str, what: str) -> bool:
                          hint=f"e.g. `{key}: true`")
 
 
-def name_is_text(name: Any, node: Any, what: str) -> None:
-    """A host or group name YAML read as something else: `~` is null, `yes`/`no` booleans (issue 41:
-    they became hosts "None" and "True")."""
-    if name is None or isinstance(name, (bool, float)):
-        words: dict[Any, str] = {None: "~ (or null)", True: "yes/true/on", False: "no/false/off"}
-        shown = words.get(name, repr(name))
-        raise InventoryError(f"{yamlsrc.where(node, name)}: the {what} name {shown} is read by YAML as "
-                             f"{name!r}, not a name", hint="quote the name, e.g. \"yes\": or \"~\":")
-
-
 def _parse_host(name: str, node: Any, where: str) -> Host:
     node = node if node is not None else Located()
     _check_keys(node, HOST_KEYS, f"host {name}")
@@ -404,20 +384,20 @@ def load(path: str | Path) -> Inventory:
             for member in groups[str(g)]:
                 if member not in hosts:
                     raise InventoryError(f"{yamlsrc.where(body, 'hosts')}: group {g} names unknown host {member!r}",
-                                         hint=_suggest(member, hosts) or "declare the host under `hosts:`")
+                                         hint=suggest(member, hosts) or "declare the host under `hosts:`")
         top_vars = _as_vars(doc.get("vars"), "vars")
         group_vars = {str(g): _as_vars(b.get("vars"), "vars") for g, b in raw_groups.items()}
     found, files = _var_files(folder / "group_vars")
     for g, v in found.items():
         if g != "all" and g not in groups:
             raise InventoryError(f"{files[g]} is for unknown group {g!r}",
-                                 hint=_suggest(g, groups) or "rename the file or declare the group")
+                                 hint=suggest(g, groups) or "rename the file or declare the group")
         group_vars[g] = yamlsrc.overlay(group_vars[g], v, values=merge(group_vars[g], v)) if group_vars.get(g) else v
     host_vars, files = _var_files(folder / "host_vars")
     for name in host_vars:
         if name not in hosts:
             raise InventoryError(f"{files[name]} is for unknown host {name!r}",
-                                 hint=_suggest(name, hosts) or "rename the file or declare the host")
+                                 hint=suggest(name, hosts) or "rename the file or declare the host")
     for layer in (top_vars, *group_vars.values(), *host_vars.values(), *(h.vars for h in hosts.values()),
                   *(c.vars for h in hosts.values() for c in h.containers.values())):
         yamlsrc.refuse_jinja(layer, str(main), tag_hint=not ini.looks_like_ini(main))
