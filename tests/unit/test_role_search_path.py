@@ -286,3 +286,22 @@ def test_a_role_py_that_is_no_file_is_refused_naming_the_folder(tmp_path, make, 
             roles.names()
     finally:
         searchpath.use()
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (None, r"role odd: .*odd/role\.py has no build\(ctx\) function"),
+    ("    return None\n", r"role odd: build\(\) in .*odd/role\.py gave NoneType 'None' where a list of RolePlan"),
+    ("    return 'x'\n", r"gave str 'x' where a list of RolePlan belongs"),
+    ("    return [1]\n", r"gave int '1' where a list of RolePlan belongs"),
+])
+def test_a_build_that_is_missing_or_gives_no_role_plans_is_an_error_naming_it(tmp_path, body, said):
+    """issue 41: no build(), or one that gave None or a text, was an internal error deep in the engine."""
+    folder = user_role(tmp_path / "roles", "odd")
+    text = (folder / "role.py").read_text().replace("def build(ctx):", "def made(ctx):")
+    (folder / "role.py").write_text(text + (f"\n\ndef build(ctx):\n{body}" if body else ""))
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=said):
+            roles.build(["odd"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
+    finally:
+        searchpath.use()

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpunode import searchpath
+from gpunode.engine.role import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.variables import mapping_file
@@ -254,8 +255,20 @@ def _names_its_maker(role: str, parts: tuple[str, ...]) -> bool:
 
 def build(names: list[str], ctx: RoleContext) -> list:
     """RolePlans for the named roles, in provisioning order."""
-    plans = []
+    plans: list[RolePlan] = []
     for name in names:
         mod = module(name)
-        plans.extend(_call(name, "build", mod.build, ctx))
+        fn = getattr(mod, "build", None)
+        if not callable(fn):  # a user's role.py without it was an AttributeError, an internal error (issue 41)
+            raise InventoryError(f"role {name}: {folder(name) / 'role.py'} has no build(ctx) function",
+                                 hint="define build(ctx) returning a list of RolePlan (docs/extending.md)")
+        given = _call(name, "build", fn, ctx)
+        if not isinstance(given, (list, tuple)) or not all(isinstance(p, RolePlan) for p in given):
+            # None or a text failed deep in the engine, an internal error (issue 41)
+            odd = given if not isinstance(given, (list, tuple)) else next(p for p in given
+                                                                          if not isinstance(p, RolePlan))
+            raise InventoryError(f"role {name}: build() in {folder(name) / 'role.py'} gave "
+                                 f"{type(odd).__name__} {str(odd)[:60]!r} where a list of RolePlan belongs",
+                                 hint="return [RolePlan(name, [steps...])] (docs/extending.md)")
+        plans.extend(given)
     return plans
