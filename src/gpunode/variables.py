@@ -28,7 +28,7 @@ from typing import Any
 from gpunode import searchpath, yamlsrc
 from gpunode.errors import InventoryError, preview
 from gpunode.secrets import SECRET_HOME, holds_secret, is_secret_name
-from gpunode.vartypes import Bad, checker, describe
+from gpunode.vartypes import MORE, SIMPLE, Bad, checker, describe
 
 # (who reads them, package, file) beside the roles' own types.yml
 READERS = (("resolver", "gpunode.resolve", "types.yml"), ("facts", "gpunode.facts", "types.yml"),
@@ -67,7 +67,7 @@ def mapping_file(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InventoryError(f"{path}: must be a mapping of `name: value` lines, not {type(doc).__name__}",
                              hint="one variable per line, e.g. my_port: 9100")
-    return dict(doc)
+    return doc  # as read: each key keeps its line for the errors
 
 
 def _role_folders(product_only: bool) -> dict[str, Path]:
@@ -94,19 +94,34 @@ def sources(product_only: bool = False) -> list[tuple[str, str, dict[str, str]]]
                   for who, package, name in READERS]
 
 
+_TYPE_NAMES = ("a type is one of " + ", ".join([*SIMPLE, *MORE]) +
+               ', "int A..B", "choice a|b", "mapping a|b" (src/gpunode/vartypes.py)')
+
+
 def build(declared: list[tuple[str, str, dict[str, str]]]) -> dict[str, Variable]:
     out: dict[str, Variable] = {}
     for reader, path, types in declared:
         for name, spec in types.items():
+            # A declaration that is no name and type (a user role's types.yml: `x: [1]`, `x:`, `1: path`)
+            # was a TypeError or AttributeError, an internal error (issue 41). InventoryError is a
+            # ValueError, as a shipped declaration's mistake was before.
+            at = yamlsrc.where(types, name, path)
+            if not isinstance(name, str) or not name.isidentifier():
+                raise InventoryError(f"{at}: {preview(name, 40)} is no variable name",
+                                     hint="name a variable with letters, digits and _, e.g. my_port: port")
+            if not isinstance(spec, str):
+                raise InventoryError(f"{at}: variable {name} has the type {preview(spec, 40)}, which is no type name",
+                                     hint=_TYPE_NAMES)
             try:
                 checker(spec)  # an unknown type name is a bug of the declaration: fail here, not at a user
             except ValueError:
-                raise ValueError(f"{path}: variable {name} has unknown type {spec!r}") from None
+                raise InventoryError(f"{at}: variable {name} has unknown type {spec!r}", hint=_TYPE_NAMES) from None
             seen = out.get(name)
             if seen is None:
                 out[name] = Variable(name, spec, (reader,), path)
             elif seen.type != spec:
-                raise ValueError(f"variable {name} is {seen.type!r} in {seen.declared} but {spec!r} in {path}")
+                raise InventoryError(f"variable {name} is {seen.type!r} in {seen.declared} but {spec!r} in {path}",
+                                     hint="declare it once, or with the same type in both files")
             else:
                 out[name] = Variable(name, spec, (*seen.readers, reader), seen.declared)
     return out
