@@ -35,7 +35,12 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
+    # `<<: *base` (a merge key) puts base's pairs ahead of the mapping's own; a key of its own then
+    # overrides the merged one, as YAML says, which is the point of a merge key (issue 41: that was
+    # refused as a key that "appears twice"). Two own keys of one name are still refused.
+    own = {id(k) for k, _ in node.value if k.tag != "tag:yaml.org,2002:merge"}
     loader.flatten_mapping(node)
+    said: set[Any] = set()  # keys the mapping itself wrote
     out = Located()
     out.file = loader.name
     out.line = node.start_mark.line + 1
@@ -50,11 +55,13 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> Located:
                 f"{loader.name}:{key_node.start_mark.line + 1}: a key is a {kind} ({preview(key, 40)}); a key must "
                 "be a name or a number",
                 hint="write the key as plain text; quote it if it starts with [ or {") from None
-        if key in out:
+        if key in said and id(key_node) in own:
             raise InventoryError(
                 f"{loader.name}:{key_node.start_mark.line + 1}: key {key!r} appears twice",
                 hint="remove one of them; YAML would silently keep only the last",
             )
+        if id(key_node) in own:
+            said.add(key)
         out[key] = loader.construct_object(value_node, deep=True)
         out.key_lines[key] = key_node.start_mark.line + 1
     return out

@@ -66,3 +66,30 @@ def test_every_text_under_a_secret_name_is_masked():
 def test_a_lookalike_is_told_apart_from_a_typo(typed, known, says):
     found = lookalike.hint(typed, known)
     assert (says in found) if says else found == ""
+
+
+MERGED = """\
+groups:
+  gpu:
+    hosts: [kpro6]
+    vars: &common {tp: 1, engine: vllm}
+  big:
+    hosts: [kpro6]
+    vars:
+      <<: *common
+      tp: 2
+hosts:
+  kpro6: {address: 127.0.0.1}
+"""
+
+
+def test_a_key_of_a_mapping_overrides_the_one_its_merge_key_brings(tmp_path):
+    """issue 41: `<<: *common` then `tp: 2`, what merge keys are for, was refused as a key that appears twice."""
+    (tmp_path / "hosts.yml").write_text(MERGED)
+    assert inventory.load(tmp_path / "hosts.yml").group_vars["big"] == {"tp": 2, "engine": "vllm"}
+
+
+def test_two_keys_of_one_name_beside_a_merge_key_are_still_refused(tmp_path):
+    (tmp_path / "hosts.yml").write_text(MERGED.replace("      tp: 2\n", "      tp: 2\n      tp: 3\n"))
+    with pytest.raises(InventoryError, match=r"hosts.yml:10: key 'tp' appears twice"):
+        inventory.load(tmp_path / "hosts.yml")
