@@ -109,6 +109,15 @@ ROWS = [
      ["hosts.txt: --limit file is a named pipe (FIFO), not a regular file"]),
     ("journal-link-loop", {"loop": ("link", "loop")}, ["doctor", "--journal", "{d}/loop"],
      ["--journal ", "loop: is a symbolic link whose links lead round in a loop"]),
+    # --- host and group names past 255 characters ----------------------------------------------------
+    ("host-name-100kb", {"inv/hosts.yml": "hosts:\n  ? " + "h" * 100_000 + "\n  : {address: 127.0.0.1}\n"}, PROVISION,
+     ["inv/hosts.yml:2: the host name 'hhhhh", "(100000 characters) is too long: a name is at most 255 characters"]),
+    ("group-name-100kb", {"inv/hosts.yml": GOOD + "  ? " + "g" * 100_000 + "\n  : {hosts: [lab]}\n"}, PROVISION,
+     ["inv/hosts.yml:11: the group name 'ggggg", "is too long"]),
+    ("ini-group-name-5000", {"ini/hosts": "[" + "g" * 5000 + "]\nlab ansible_host=127.0.0.1 ansible_port=1\n"},
+     [*PROVISION[:2], "{d}/ini/hosts", *PROVISION[3:]], ["ini/hosts:1: the group name 'ggggg", "is too long"]),
+    ("group-name-yes", {"inv/hosts.yml": GOOD + "  yes: {hosts: [lab]}\n"}, PROVISION,
+     ["inv/hosts.yml:11: the group name yes/true/on is read by YAML as True, not a name"]),
     # --- keys inside a mapping variable ----------------------------------------------------------------
     ("pve-api-misspelled-secret-key", {"inv/host_vars/lab.yml":
                                        f"pve_api: {{token_id: 'root@pam!g', token_secrte: {SECRET}}}\n"}, ONBOARD,

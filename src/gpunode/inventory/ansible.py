@@ -16,7 +16,7 @@ from typing import Any
 
 from gpunode import yamlsrc
 from gpunode.errors import InventoryError
-from gpunode.inventory.names import name_is_text, suggest
+from gpunode.inventory.names import name_fits, name_is_text, suggest
 from gpunode.yamlsrc import Located
 
 # Ansible name -> gpunode host key. The ansible_ssh_* forms are Ansible's older spellings.
@@ -108,6 +108,7 @@ def read(doc: dict, path: Path, parse_host, host_keys: set[str]):
     def visit(group: str, body: Any, inherited: Located, where: str, level: int) -> list[tuple]:
         """One group's body: its hosts recorded, its children returned as frames to walk."""
         depth[group] = max(depth.get(group, 0), level)
+        name_fits(group, where, "group")
         if body is None:
             body = Located()
         if not isinstance(body, dict):

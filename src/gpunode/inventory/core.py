@@ -375,6 +375,7 @@ def load(path: str | Path) -> Inventory:
                                  f"{{hosts: [...]}}, got a {type(raw_groups).__name__}",
                                  hint="e.g. `groups: {blackwell: {hosts: [kpro6]}}`")
         for g, body in raw_groups.items():
+            name_is_text(g, raw_groups, "group")
             _check_keys(body, GROUP_KEYS, f"group {g}")
             members = body.get("hosts") or []
             if not isinstance(members, list) or not all(isinstance(m, str) for m in members):

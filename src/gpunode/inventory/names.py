@@ -9,7 +9,7 @@ import difflib
 from typing import Any
 
 from gpunode import yamlsrc
-from gpunode.errors import InventoryError
+from gpunode.errors import InventoryError, preview
 
 
 def suggest(name: str, known: Any) -> str:
@@ -23,11 +23,23 @@ def suggest(name: str, known: Any) -> str:
     return f"did you mean {close[0]!r}?" if close else ""
 
 
+#: The longest host or group name taken: DNS's 253 characters and a little. A 100 KB host name was
+#: taken, tried as an SSH address and printed whole on every line that names the target (issue 41).
+MAX_NAME = 255
+
+
+def name_fits(name: str, where: str, what: str) -> None:
+    if len(name) > MAX_NAME:
+        raise InventoryError(f"{where}: the {what} name {preview(name, 40)} is too long: a name is at most "
+                             f"{MAX_NAME} characters", hint="shorten it (a DNS name is at most 253 characters)")
+
+
 def name_is_text(name: Any, node: Any, what: str) -> None:
     """A host or group name YAML read as something else: `~` is null, `yes`/`no` booleans (issue 41:
-    they became hosts "None" and "True")."""
+    they became hosts "None" and "True"); or one past MAX_NAME."""
     if name is None or isinstance(name, (bool, float)):
         words: dict[Any, str] = {None: "~ (or null)", True: "yes/true/on", False: "no/false/off"}
         shown = words.get(name, repr(name))
         raise InventoryError(f"{yamlsrc.where(node, name)}: the {what} name {shown} is read by YAML as "
                              f"{name!r}, not a name", hint="quote the name, e.g. \"yes\": or \"~\":")
+    name_fits(str(name), yamlsrc.where(node, name), what)
