@@ -67,6 +67,11 @@ def mapping_file(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InventoryError(f"{path}: must be a mapping of `name: value` lines, not {type(doc).__name__}",
                              hint="one variable per line, e.g. my_port: 9100")
+    for key in doc:
+        if key is None or isinstance(key, bool):  # `yes: 1` in defaults.yml was "variable True ... not known"
+            shown = {None: "~ (or null)", True: "yes/true/on", False: "no/false/off"}[key]
+            raise InventoryError(f"{path}:{yamlsrc.line_of(doc, key)}: {shown} is read by YAML as {key!r}, not a "
+                                 "variable name", hint="name a variable with letters, digits and _, e.g. my_port")
     return doc  # as read: each key keeps its line for the errors
 
 

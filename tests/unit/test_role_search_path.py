@@ -324,3 +324,18 @@ def test_a_types_yml_line_that_is_no_declaration_is_refused_with_its_line(tmp_pa
         assert refused.value.hint
     finally:
         searchpath.use()
+
+
+@pytest.mark.parametrize(("defaults", "said"), [
+    ("yes: 1\n", r"odd/defaults\.yml:1: yes/true/on is read by YAML as True, not a variable name"),
+    ("odd_dir: /srv/odd\n~: 1\n", r"odd/defaults\.yml:2: ~ \(or null\) is read by YAML as None, not a variable name"),
+])
+def test_a_defaults_key_yaml_reads_as_no_name_is_refused_with_its_line(tmp_path, defaults, said):
+    """issue 41: `yes: 1` in a role's defaults.yml was reported as an unknown variable "True", without a line."""
+    user_role(tmp_path / "roles", "odd", defaults=defaults)
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=said):
+            roles.defaults()
+    finally:
+        searchpath.use()
