@@ -2,7 +2,7 @@
 group size, compressed-tensors groups by regex target, Nemotron-H as transformers v5 writes it
 (layers_block_type) and under its own "backbone." prefix, Gemma 4's dense MLP beside its experts, Llama 4
 Maverick's MoE on every second layer, and the index's total_size over any estimate. The configs are the
-recorded ones in tests/data/models and models-issue38 (each SOURCE says where it came from)."""
+recorded ones in tests/data/models (each SOURCE says where it came from)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ from gpunode.facts.model import parse_model, quantization
 from tests.unit.resolve_facts import DATA
 
 MODELS = DATA / "models"
-ISSUE38 = DATA / "models-issue38"
 
 
 def folder(name: str):
-    return MODELS / name if (MODELS / name).exists() else ISSUE38 / name
+    return MODELS / name
 
 
 def config(name: str) -> dict:

@@ -20,11 +20,10 @@ from gpunode.facts.model import parse_model
 from tests.unit.resolve_facts import DATA
 
 MODELS = DATA / "models"
-ISSUE38 = DATA / "models-issue38"   # issue 38's configs, not yet in the judge's folder (its README)
 
 
 def folder_of(name: str):
-    return MODELS / name if (MODELS / name).exists() else ISSUE38 / name
+    return MODELS / name
 
 # folder: (published parameters, tolerance); tolerances say how close a count that leaves out
 # norms, biases and scales (and, where noted in SOURCE, a tower the copy lacks) can be
@@ -97,7 +96,7 @@ UNSIZED = {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4-flash-nvfp4", "k
 
 
 def test_every_recorded_config_is_a_claimed_family_or_known_to_be_unsized():
-    for folder in sorted([*MODELS.iterdir(), *ISSUE38.iterdir()]):
+    for folder in sorted(MODELS.iterdir()):
         if (folder / "config.json").exists():
             claimed = model_parts.family(config(folder.name)) in model_parts.FAMILIES
             assert claimed != (folder.name in UNSIZED), folder.name

@@ -20,9 +20,7 @@ from tests.unit.test_resolve_emittable import covered, plan_uses
 
 KB = load()
 
-# tests/data/models-issue38: configs not yet judged by CI (its README), resolved here all the same
-MODELS = sorted(d for base in ("models", "models-issue38") for d in (DATA / base).iterdir()
-                if (d / "config.json").exists())
+MODELS = sorted(d for d in (DATA / "models").iterdir() if (d / "config.json").exists())
 SHAPES = ("b200-x8", "h100-x8", "rtx-pro-6000-x8", "a100-x2-mig", "h200-x1")
 
 

@@ -1,7 +1,7 @@
 """Issue 38, items 2, 3 and 5's floors: what each pin set's sglang wheel serves (compat/derived/sglang-registry.yml,
 read from the released wheels by gpunode/knowledge/wheelregistry.py) decides which pin set may run a model, and what
-gpunode does not know is left to SGLang. The configs are the recorded real ones of tests/data/models and
-tests/data/models-issue38 (each folder's SOURCE); the GPUs the recorded nvidia-smi reports of
+gpunode does not know is left to SGLang. The configs are the recorded real ones of tests/data/models
+(each folder's SOURCE); the GPUs the recorded nvidia-smi reports of
 tests/data/nvidia-smi."""
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ SGLANG = [p for p in KB.pinsets if p.engine == "sglang"]
 
 
 def facts(name: str, shape: str, driver: Driver | None = None):
-    # tests/data/models-issue38: issue 38's newest families, not yet references of the judge (its README)
-    folder = next(d for base in ("models", "models-issue38") if (d := DATA / base / name).is_dir())
+    folder = DATA / "models" / name
     f = on(shape, model=recorded(folder))
     return replace(f, driver=driver) if driver else f
 
