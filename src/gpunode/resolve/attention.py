@@ -24,6 +24,10 @@ def judge(arch: Arch, backend: str, version: str, hybrid: bool) -> Verdict:
     if backend in arch.attention_forbidden:
         return Verdict("forbidden", arch.attention_forbidden[backend], f"{arch.where} archs[{arch.cc}].attention",
                        arch.source)
+    refused = arch.attention_refused.get(backend)
+    if refused and versions.matches(version, refused.engine):
+        return Verdict("forbidden", f"SGLang {version} refuses it on compute capability {arch.cc}: {refused.reason}",
+                       f"{arch.where} archs[{arch.cc}].attention.refused", refused.source)
     row = hybrid_row(arch, version) if hybrid else None
     if row and backend not in row.allowed:
         return Verdict("forbidden", f"SGLang {version} accepts only {', '.join(row.allowed)} for hybrid Gated "

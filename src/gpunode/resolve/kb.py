@@ -103,6 +103,7 @@ class Router:
 class Warned:
     reason: str
     engine: str | None = None       # version specifier; None = every version
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,8 @@ class Arch:
     requires_cuda_major: int | None
     source: str
     where: str
+    # backends the engine's own checks raise on here, for the versions named (`attention.refused`)
+    attention_refused: dict[str, Warned] = field(default_factory=dict)
 
     @property
     def cc_major(self) -> int:

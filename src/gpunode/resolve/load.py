@@ -200,6 +200,10 @@ def _arch(r: Reader) -> Arch:
             warn[str(backend)] = Warned(w.text("reason"), _spec(w, "engine"))
         else:
             warn[str(backend)] = Warned(str(value))
+    refused = {}
+    for backend, value in att.get("refused", dict, {}).items():
+        w = Reader(value, f"{att.path}.refused.{backend}", r.file)
+        refused[str(backend)] = Warned(w.text("reason"), _spec(w, "engine"), w.text("source"))
     hybrid = []
     for h in r.items("hybrid_gdn"):
         hybrid.append(HybridRow(_spec(h, "engine") or "", h.strings("allowed"), h.text("default", None), h.source()))
@@ -223,7 +227,7 @@ def _arch(r: Reader) -> Arch:
         tp_env=tp.str_map("env", {}), tp_args=tp_args, tp_source=tp.text("source", "") or "",
         mem_fraction=r.get("mem_fraction", float), quantization=dict(r.get("quantization", dict, {})),
         ptxas_fix=r.get("ptxas_fix", bool, False), requires_cuda_major=r.get("requires_cuda_major", int, None),
-        source=r.source(), where=r.where(),
+        source=r.source(), where=r.where(), attention_refused=refused,
     )
 
 
