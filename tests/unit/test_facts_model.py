@@ -166,3 +166,23 @@ def test_the_quantization_says_which_file_named_it(tmp_path):
     assert m.quantization == "fp8" and m.quantization_source == "hf_quant_config.json quant_algo"
     plain = probe(sharded(tmp_path / "p", QWEN36, SHARDS))
     assert plain.quantization is None and plain.quantization_source == ""
+
+
+def test_the_quantization_form_says_how_and_where_the_checkpoint_names_it():
+    """The derived data judges each form apart (judge/derive.py): sglang 0.5.23's Nemotron-H overrides read
+    config.json's quantization_config for a MIXED_PRECISION checkpoint, so one named in hf_quant_config.json
+    only is another form than one config.json names (tests/data/models, each with its SOURCE)."""
+    from gpunode.facts.model import parse_model
+
+    models = Path(__file__).resolve().parents[1] / "data" / "models"
+
+    def form(name: str) -> str:
+        folder = models / name
+        quant = folder / "hf_quant_config.json"
+        return parse_model(str(folder), "", (folder / "config.json").read_text(), None,
+                           quant.read_text() if quant.exists() else None, None).quantization_form
+
+    assert form("nemotron-3.5-lightning-30b-a3b-nvfp4") == "mixed_precision, hf_quant_config.json only"
+    assert form("qwen3.6-35b-a3b-nvfp4") == "mixed_precision"        # config.json names it too
+    assert form("nemotron-3-super-120b-a12b-fp8") == "fp8, hf_quant_config.json only"
+    assert form("nemotron-3-nano-30b-a3b-bf16") == ""

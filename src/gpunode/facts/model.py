@@ -186,6 +186,18 @@ def _quantization(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> tu
     return method, where
 
 
+def quantization_form(config: dict[str, Any], hf_quant: dict[str, Any] | None) -> str:
+    """The quantization as the checkpoint names it ("mixed_precision", "fp8", "compressed-tensors"), and
+    ", hf_quant_config.json only" when config.json has no quantization_config: sglang reads the two
+    forms by different code (0.5.23's Nemotron-H overrides read config.json's quantization_config for a
+    MIXED_PRECISION checkpoint), so `inv kb.refresh` judges a reference of each form apart. "" when unquantized."""
+    named, where = _quantization(config, hf_quant)
+    if not named:
+        return ""
+    alone = where.startswith("hf_quant_config.json") and not isinstance(_get(config, "quantization_config"), dict)
+    return f"{named}, hf_quant_config.json only" if alone else named
+
+
 def quantization_source(config: dict[str, Any], hf_quant: dict[str, Any] | None, header: dict[str, Any] | None,
                         header_file: str) -> tuple[str | None, str]:
     """quantization() and where it was read; a checkpoint neither config names is FP8 when its
@@ -372,6 +384,7 @@ def _parse_model(path: str, files_text: str | None, config_text: str | None, ind
         dtype=dtype,
         quantization=quant,
         quantization_source=quant_source,
+        quantization_form=quantization_form(config, hf_quant),
         moe_experts=model_parts.num(model_parts.text_config(config), "n_routed_experts", "num_experts",
                                     "num_local_experts"),
         size_bytes=size,

@@ -105,6 +105,9 @@ class Model:
     dtype: str = ""
     quantization: str | None = None       # "fp8", "nvfp4", ...
     quantization_source: str = ""         # the file that named it: "hf_quant_config.json quant_algo", ...
+    # the quantization as the checkpoint names it and where: "mixed_precision, hf_quant_config.json only"
+    # (facts/model.py quantization_form); the derived data judges each form apart (judge/derive.py)
+    quantization_form: str = ""
     moe_experts: int = 0                  # routed experts per MoE layer (0: a dense model)
     size_bytes: int = 0
     shards: tuple[str, ...] = ()

@@ -55,32 +55,46 @@ class Reference:
     folder: Path
     hybrid: bool = False        # hybrid linear attention (layer_types), as gpunode's facts read it
     model_type: str = ""        # set for a custom-code config of another model type than the architecture's first
+    quantization: str = ""      # set for a checkpoint whose quantization form the architecture's first lacks
 
     @property
     def key(self) -> str:
-        """How the derived data names it: the architecture, or "architecture/model_type"."""
-        return f"{self.architecture}/{self.model_type}" if self.model_type else self.architecture
+        """How the derived data names it: the architecture, "architecture/model_type" or
+        "architecture[quantization form]" (gpunode.facts.model.quantization_form)."""
+        if self.model_type:
+            return f"{self.architecture}/{self.model_type}"
+        return f"{self.architecture}[{self.quantization}]" if self.quantization else self.architecture
 
 
 def references(models: Path) -> list[Reference]:
-    """One config folder per architecture (the first by name), from a folder of model configs; and one
-    more for each config that names its own code (auto_map) under another model type than that first
-    one: whether sglang reads a config without its code depends on the model type (Kimi-K2's kimi_k2
-    is a DeepseekV3ForCausalLM that sglang 0.5.10.post1 cannot read, DeepSeek-R1's deepseek_v3 one it can)."""
+    """One config folder per architecture (the first by name), from a folder of model configs; one more
+    for each config that names its own code (auto_map) under another model type than that first one:
+    whether sglang reads a config without its code depends on the model type (Kimi-K2's kimi_k2 is a
+    DeepseekV3ForCausalLM that sglang 0.5.10.post1 cannot read, DeepSeek-R1's deepseek_v3 one it can);
+    and one for each quantization form (as the checkpoint names it, and where) other than the first
+    one's: sglang reads each form by its own code, before any flag (0.5.23's Nemotron-H overrides fail on
+    a MIXED_PRECISION checkpoint named in hf_quant_config.json only, and read a BF16 one)."""
     from gpunode.facts.model import parse_model
 
     out: dict[str, Reference] = {}
-    types: dict[str, str] = {}
+    first: dict[str, tuple[str, str]] = {}      # architecture -> its first config's (model type, quantization form)
     for folder in sorted(p for p in models.iterdir() if (p / "config.json").exists()):
-        model = parse_model(str(folder), "", (folder / "config.json").read_text(), None, None, None)
-        if model.architectures:
-            arch = model.architectures[0]
-            if arch not in out:
-                out[arch] = Reference(arch, folder, model.hybrid_linear_attention)
-                types[arch] = model.model_type
-            elif model.custom_code and model.model_type != types[arch]:
-                ref = Reference(arch, folder, model.hybrid_linear_attention, model.model_type)
-                out.setdefault(ref.key, ref)
+        quant = folder / "hf_quant_config.json"
+        model = parse_model(str(folder), "", (folder / "config.json").read_text(), None,
+                            quant.read_text() if quant.exists() else None, None)
+        if not model.architectures:
+            continue
+        arch = model.architectures[0]
+        if arch not in out:
+            out[arch] = Reference(arch, folder, model.hybrid_linear_attention)
+            first[arch] = (model.model_type, model.quantization_form)
+            continue
+        if model.custom_code and model.model_type != first[arch][0]:
+            ref = Reference(arch, folder, model.hybrid_linear_attention, model.model_type)
+            out.setdefault(ref.key, ref)
+        if model.quantization_form and model.quantization_form != first[arch][1]:
+            ref = Reference(arch, folder, model.hybrid_linear_attention, quantization=model.quantization_form)
+            out.setdefault(ref.key, ref)
     return list(out.values())
 
 

@@ -278,7 +278,8 @@ def _sglang_pick(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> str | None:
     """The attention backend the pin set's sglang picks by itself for this model's architecture, if derived."""
     if not rule.model or not rule.model.architectures:
         return None
-    picked = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) or {}
+    picked = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type,
+                            rule.model.quantization_form) or {}
     own = picked.get("attention_backend")
     return str(own) if own else None
 
@@ -287,13 +288,15 @@ def _derived(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> bool:
     """Whether `inv kb.refresh` judged this model's architecture with the pin set's sglang on this GPU."""
     if not rule.model or not rule.model.architectures:
         return False
-    return kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) is not None
+    return kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type,
+                            rule.model.quantization_form) is not None
 
 
 def _sglang_rejects(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> dict[str, str]:
     if not rule.model or not rule.model.architectures:
         return {}
-    said = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type) or {}
+    said = kb.sglang_pick(p.id, rule.model.architectures[0], cc, rule.model.model_type,
+                            rule.model.quantization_form) or {}
     return dict(said.get("rejects") or {})
 
 

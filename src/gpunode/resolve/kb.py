@@ -295,13 +295,18 @@ class KB:
     # derived/sglang-registry.yml (inv kb.refresh, gpunode/knowledge/wheelregistry.py): what each sglang wheel serves
     registry: dict[str, Any] = field(default_factory=dict)
 
-    def sglang_pick(self, pinset: str, architecture: str, cc: str, model_type: str = "") -> dict[str, Any] | None:
+    def sglang_pick(self, pinset: str, architecture: str, cc: str, model_type: str = "",
+                    quantization: str = "") -> dict[str, Any] | None:
         """What the pin set's sglang picks by itself for this architecture on this compute capability: derived
-        for this model type where a reference of it was judged apart (a custom-code config), else for the
-        architecture's reference."""
+        for this model type where a reference of it was judged apart (a custom-code config), else for this
+        quantization form (Model.quantization_form) where one was, else for the architecture's reference."""
         picks = self.sglang_picks.get(pinset, {})
-        own = picks.get(f"{architecture}/{model_type}", {}).get(cc) if model_type else None
-        return own if own is not None else picks.get(architecture, {}).get(cc)
+        for key in (f"{architecture}/{model_type}" if model_type else "",
+                    f"{architecture}[{quantization}]" if quantization else ""):
+            own = picks.get(key, {}).get(cc) if key else None
+            if own is not None:
+                return own
+        return picks.get(architecture, {}).get(cc)
 
     def pinset(self, pid: str) -> Pinset | None:
         return next((p for p in self.pinsets if p.id == pid), None) or next(

@@ -39,7 +39,7 @@ def sglang_rejects(kb: KB, p: Pinset, cc: str, rule: ModelRule, choices: Choices
     if not rule.model or not rule.model.architectures:
         return []
     arch = rule.model.architectures[0]
-    said = kb.sglang_pick(p.id, arch, cc, rule.model.model_type)
+    said = kb.sglang_pick(p.id, arch, cc, rule.model.model_type, rule.model.quantization_form)
     if not said:
         return []
     why = f"sglang {p.version}'s own checks (compat/derived/sglang-choices.yml)"

@@ -44,7 +44,8 @@ def decide(kb: KB, p: Pinset, rule: ModelRule, trusted: bool, cc: str | None, tr
         return True
     if custom:
         arch = m.architectures[0] if m and m.architectures else "?"
-        derived = kb.sglang_pick(p.id, arch, cc, m.model_type if m else "") if cc and p.engine == "sglang" else None
+        derived = kb.sglang_pick(p.id, arch, cc, m.model_type if m else "",
+                                   m.quantization_form if m else "") if cc and p.engine == "sglang" else None
         said = (f"sglang {p.version} reads {arch}'s reference config without it (derived from the wheel)" if derived
                 else f"whether {p.engine} {p.version} needs it for {arch} is not derived")
         trail.warn(f"{rule.label} ships Python code ({shipped(rule)}), which the servers do not run: {said}, but "
