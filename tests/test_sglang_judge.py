@@ -53,8 +53,10 @@ OPEN: dict[tuple[str, str], str] = {}
 DRIVER = Driver("580.95.05", "13.0")
 
 
-# GPUNODE_JUDGE_RECORD=1 (what `inv kb.verdicts` sets): judge every plan and write the records
+# GPUNODE_JUDGE_RECORD=1 (what `inv kb.verdicts` sets): judge every plan and write the records;
+# =missing (`inv kb.verdicts --missing`): judge only what a current record lacks and add it there
 RECORD = os.environ.get("GPUNODE_JUDGE_RECORD") == "1"
+MISSING = os.environ.get("GPUNODE_JUDGE_RECORD") == "missing"
 REJECTS_PINSET = "cu13-b"
 _recorded: set[str] = set()     # pin sets whose record this session started afresh
 
@@ -91,6 +93,8 @@ def judged(pinset: str, cases: list[Case], capsys, prune: bool = True) -> list[V
         print(f"\n[sglang-judge] {pinset}: {len(cases) - len(todo)} verdicts from {record.path(pinset).name}, "
               f"{len(todo)} judged" + ("" if got.current or RECORD else " (the record is not current: its lock "
                                         "packages or the judge's code changed)"))
+    if MISSING and fresh:
+        record.write(record.update(got, cases, fresh, lock))
     if RECORD:
         changed = record.stale(got, todo, fresh)
         with capsys.disabled():
@@ -103,7 +107,7 @@ def judged(pinset: str, cases: list[Case], capsys, prune: bool = True) -> list[V
         stale = [] if got.current else record.stale(got, todo, fresh)
         assert not stale, f"{record.path(pinset).name} holds verdicts the judge no longer gives (re-record: " \
             f"`{record.RECORD_COMMAND} --pinset {pinset}`):\n  " + "\n  ".join(stale[:15])
-        if todo:
+        if todo and not MISSING:
             with capsys.disabled():
                 print(f"[sglang-judge] {pinset}: {len(todo)} verdicts not recorded; "
                       f"`{record.RECORD_COMMAND} --pinset {pinset}` records them")

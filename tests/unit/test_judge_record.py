@@ -123,3 +123,26 @@ def test_the_judge_digest_ignores_docstrings_and_comments_but_not_code():
                                                           .replace("# why", "# because"))
     assert record.code_digest(code) != record.code_digest(code.replace("x + 1", "x + 2"))
     assert record.code_digest(code) != record.code_digest(code.replace('"""What f does."""', 'print("hi")'))
+
+
+def test_judging_only_what_the_record_lacks_adds_it_and_keeps_the_rest(tmp_path, model, monkeypatch):
+    """What `inv kb.refresh` derives with (record.judge_kept): a case the current record holds is answered
+    from it, only the others go to the judge, and their verdicts join the record, sealed."""
+    import gpunode.judge
+
+    recorded(tmp_path, model)
+    b200 = Case("b200", ("--model-path", "x"), str(model), Gpu("10.0", "NVIDIA B200", 183359, 1, "13.0"))
+    asked: list[list[str]] = []
+
+    def judge(env, todo):
+        asked.append([c.id for c in todo])
+        return [Verdict(c.id, True, resolved={"attention_backend": "trtllm_mha"}) for c in todo]
+
+    monkeypatch.setattr(gpunode.judge, "judge", judge)
+    got = record.judge_kept(None, "cu13-b", lock(tmp_path), [*cases(model), b200], tmp_path / "rec", log=print)
+    assert asked == [["b200"]], "only the case the record lacks is judged"
+    assert [v.accepted for v in got] == [True, False, True] and got[2].resolved == {"attention_backend": "trtllm_mha"}
+    again = record.lookup("cu13-b", lock(tmp_path), [*cases(model), b200], tmp_path / "rec")
+    assert again.current and not again.missing, "the judged case is recorded beside the others"
+    assert record.judge_kept(None, "cu13-b", lock(tmp_path), [b200], tmp_path / "rec", log=print)[0].accepted
+    assert asked == [["b200"]], "a recorded case is not judged again"

@@ -7,6 +7,7 @@ for a new sglang release, and what each pin set's own sglang picks (gpunode/judg
     inv kb.refresh --pinset cu13-b --check   # print what would change, write nothing
     inv kb.verdicts                    # only re-judge every plan and re-record the verdicts (compat/derived/verdicts/)
     inv kb.verdicts --pinset cu13-b    # one pin set's
+    inv kb.verdicts --missing          # only the plans the records lack, added to them
     inv kb.refresh --no-judge          # new releases; the pin sets' wheels read into compat/derived/sglang-registry.yml
 
 Run from a checkout: the reference model configs are tests/data/models. The first run builds the
@@ -71,12 +72,14 @@ def refresh(c, pinset=None, check=False, models=None, propose=False, release=Non
             _record(sglang if not pinset else list(pinset))
 
 
-VERDICTS_HELP = {"pinset": "only this SGLang pin set (id from gpunode/compat/pinsets.yml); repeatable"}
+VERDICTS_HELP = {"pinset": "only this SGLang pin set (id from gpunode/compat/pinsets.yml); repeatable",
+                 "missing": "judge only the plans a current record lacks and add them to it (plans no longer "
+                            "made stay recorded until a full run)"}
 JUDGE_TEST = Path(__file__).resolve().parents[3] / "tests" / "test_sglang_judge.py"
 
 
 @task(help=VERDICTS_HELP, iterable=["pinset"])
-def verdicts(c, pinset=None):
+def verdicts(c, pinset=None, missing=False):
     """Re-judge every plan of each SGLang pin set and record the verdicts (compat/derived/verdicts/<pinset>.json)."""
     from gpunode.resolve import load_kb
 
@@ -84,10 +87,10 @@ def verdicts(c, pinset=None):
     for pid in pinset or ():
         if pid not in sglang:
             raise InventoryError(f"unknown SGLang pin set {pid!r}", hint=f"SGLang pin sets: {', '.join(sglang)}")
-    _record(list(pinset) if pinset else sglang)
+    _record(list(pinset) if pinset else sglang, missing=missing)
 
 
-def _record(pinsets: list[str]) -> None:
+def _record(pinsets: list[str], missing: bool = False) -> None:
     """The judge's test, in record mode, over these pin sets: its cases are the plans the test judges."""
     if not JUDGE_TEST.exists():
         raise InventoryError(f"no {JUDGE_TEST.name} at {JUDGE_TEST.parent}",
@@ -97,9 +100,11 @@ def _record(pinsets: list[str]) -> None:
            for name in ("test_sglang_accepts_every_plan_and_the_derived_choices_are_its_own",
                         "test_sglang_accepts_every_nodes_multi_node_command_line")]
     ids.append(f"{test}::test_the_judge_rejects_what_sglang_rejects")   # cu13-b's; re-recorded with the others
-    say(f"kb.verdicts: judging every plan of {', '.join(pinsets)} (GPUNODE_JUDGE_RECORD=1 {JUDGE_TEST.name})")
+    mode = "missing" if missing else "1"
+    say(f"kb.verdicts: judging {'the unrecorded' if missing else 'every'} plan of {', '.join(pinsets)} "
+        f"(GPUNODE_JUDGE_RECORD={mode} {JUDGE_TEST.name})")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *ids],
-                          cwd=JUDGE_TEST.parents[1], env={**os.environ, "GPUNODE_JUDGE_RECORD": "1"})
+                          cwd=JUDGE_TEST.parents[1], env={**os.environ, "GPUNODE_JUDGE_RECORD": mode})
     if proc.returncode != 0:
         raise CommandError(f"the judge's test ended with {proc.returncode}: the records of the pin sets it reached "
                            "are written, see its failures above", target="localhost",
@@ -179,7 +184,7 @@ def _registry(kb, check, newer):
 
 
 def _derive(kb, pinset, check, models):
-    from gpunode.judge import derive
+    from gpunode.judge import derive, record
     from gpunode.judge.env import build, lock_file
     from gpunode.resolve import pylock
 
@@ -189,7 +194,7 @@ def _derive(kb, pinset, check, models):
         raise InventoryError(f"no folder of reference model configs at {folder}",
                              hint="run from a gpunode checkout, or pass --models FOLDER (one config.json per folder)")
     refs = derive.references(folder)
-    envs = {}
+    envs, locks = {}, {}
     for p in sglang:
         if pinset and p.id not in pinset:
             continue
@@ -197,11 +202,15 @@ def _derive(kb, pinset, check, models):
         locked = [q.id for q in sglang if q.version == p.version and lock_file(pylock.ROOT, q.id).exists()]
         say(f"kb.refresh: judge environment for {p.id} (minutes the first time, cached after)")
         started = time.monotonic()
+        locks[p.id] = lock_file(pylock.ROOT, locked[0] if locked else p.id)
         envs[p.id] = (p.version, build(locked[0] if locked else p.id, pylock.ROOT, log=say),
                       derive.kb_choices(kb, p), derive.reference_gpus(p.torch_cuda or "13.0"))
         say(f"kb.refresh: judge environment for {p.id} ready in {time.monotonic() - started:.0f} s")
     started = time.monotonic()
-    new = derive.refresh(envs, refs, log=say)
+    # the derived cases are the judge test's too: a verdict its record holds is not judged again, and one
+    # judged here is recorded (--check writes nothing: it judges every case)
+    kept = None if check else (lambda pid, env, cases: record.judge_kept(env, pid, locks[pid], cases, log=say))
+    new = derive.refresh(envs, refs, log=say, kept=kept)
     say(f"kb.refresh: derived {len(envs)} pin set(s) in {time.monotonic() - started:.0f} s")
     old = derive.load()
     if pinset:     # keep the pin sets not asked for as they were

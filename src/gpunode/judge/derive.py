@@ -99,16 +99,18 @@ def references(models: Path) -> list[Reference]:
 
 
 def derive(env: JudgeEnv, refs: Iterable[Reference], gpus: Iterable[Gpu],
-           choices: Callable[[Reference, Gpu], list[tuple[str, ...]]] = lambda r, g: []) -> dict[str, Any]:
+           choices: Callable[[Reference, Gpu], list[tuple[str, ...]]] = lambda r, g: [],
+           verdicts: Callable[[list[Case]], list[Verdict]] | None = None) -> dict[str, Any]:
     """{architecture (or "architecture/model_type"): {cc: {field: value, ..., "rejects": {choice: message}}}}
     for one pin set.
 
     The plain command line gives what SGLang picks by itself (or {"rejected": message} where it
     refuses even that); each of `choices(ref, gpu)` (the arguments gpunode may pass for that
     architecture there) is judged alone on top of it, and the ones SGLang rejects are kept with
-    SGLang's message."""
+    SGLang's message. `verdicts` (cases -> verdicts) takes the judge's place: record.judge_kept, which
+    judges only what the pin set's record lacks."""
     cases = derive_cases(refs, gpus, choices)
-    return collect(cases, judge(env, cases))
+    return collect(cases, verdicts(cases) if verdicts else judge(env, cases))
 
 
 def derive_cases(refs: Iterable[Reference], gpus: Iterable[Gpu],
@@ -175,13 +177,16 @@ def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def refresh(envs: dict[str, tuple[str, JudgeEnv, Callable, list[Gpu]]], refs: list[Reference],
-            log: Callable[[str], None] = print) -> dict[str, Any]:
-    """{"pinsets": {id: {"sglang": version, "choices": ...}}} for every id -> (version, env, choices, gpus)."""
+            log: Callable[[str], None] = print,
+            kept: Callable[[str, JudgeEnv, list[Case]], list[Verdict]] | None = None) -> dict[str, Any]:
+    """{"pinsets": {id: {"sglang": version, "choices": ...}}} for every id -> (version, env, choices, gpus);
+    `kept(pinset, env, cases)`, where given, answers from the pin set's recorded verdicts first."""
     out: dict[str, Any] = {"pinsets": {}}
     for n, (pid, (version, env, choices, gpus)) in enumerate(envs.items(), 1):
         log(f"kb.refresh: [{n}/{len(envs)}] {pid} (sglang {version}): {len(refs)} architectures x {len(gpus)} GPUs")
         started = time.monotonic()
-        out["pinsets"][pid] = {"sglang": version, "choices": derive(env, refs, gpus, choices)}
+        answer = (lambda cases, pid=pid, env=env: kept(pid, env, cases)) if kept else None
+        out["pinsets"][pid] = {"sglang": version, "choices": derive(env, refs, gpus, choices, answer)}
         log(f"kb.refresh: [{n}/{len(envs)}] {pid} judged in {time.monotonic() - started:.0f} s")
     return out
 

@@ -196,3 +196,21 @@ def update(got: Lookup, cases: list[Case], fresh: list[Verdict], lock: Path, sta
     out = Record(rec.pinset, lock_digest(lock), judge_digest(), base)
     out.seal = out.sealed()
     return out
+
+
+def judge_kept(env: Any, pinset: str, lock: Path, cases: list[Case], folder: Path = FOLDER,
+               log: Any = print) -> list[Verdict]:
+    """One verdict per case: the current record's where it holds one, the judge's for the rest, which are
+    added to the record (nothing else of it changes; a record that is not current starts afresh). What
+    `inv kb.refresh` derives its choices with: the derived cases are the judge's test's too, so neither
+    judges a case the other recorded."""
+    from gpunode.judge import judge
+
+    got = lookup(pinset, lock, cases, folder)
+    fresh = judge(env, got.missing) if got.missing else []
+    log(f"kb.refresh: {pinset}: {len(cases) - len(got.missing)} verdicts from {path(pinset, folder).name}, "
+        f"{len(got.missing)} judged")
+    if fresh:
+        write(update(got, cases, fresh, lock), folder)
+    by_id = {**got.found, **{v.id: v for v in fresh}}
+    return [by_id[c.id] for c in cases]
