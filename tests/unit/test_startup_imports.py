@@ -11,6 +11,7 @@ from pathlib import Path
 from tests.unit.test_cli_import_light import cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+ROOT = Path(__file__).resolve().parents[2]
 SSH_STACK = ("paramiko", "fabric", "gpunode.transport.ssh")
 
 #: Modules loaded by the offline `resolve` below, with the knowledge base read: 539 with the SSH
@@ -33,6 +34,30 @@ def test_an_offline_plan_loads_no_ssh_stack_and_stays_within_its_module_count():
 def test_help_and_list_load_no_ssh_stack():
     for argv in (("--help",), ("--list",), ("--help", "resolve"), ("--help", "status")):
         _, modules = cli(*argv)
+        assert ssh_in(modules) == [], argv
+
+
+def inv(*argv: str) -> tuple[int, list[str]]:
+    """`inv ARGV` in the checkout, as a user types it there (tasks.py: the product's tree and the lab's
+    tasks): its exit status, and the modules it had loaded when it exited."""
+    probe = ("import atexit, json, sys\n"
+             "atexit.register(lambda: print('MODULES ' + json.dumps(sorted(sys.modules)), file=sys.stderr))\n"
+             "from invoke.main import program\n"
+             f"program.run(['inv', *{list(argv)!r}])\n")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    line = next((x for x in proc.stderr.splitlines() if x.startswith("MODULES ")), None)
+    assert line is not None, proc.stderr[-2000:]
+    return proc.returncode, json.loads(line.removeprefix("MODULES "))
+
+
+def test_inv_in_a_checkout_loads_no_ssh_stack_for_an_offline_command():
+    # the lab's tasks (gpunode_lab.tasks) come with every `inv`: they must not bring paramiko either
+    for argv in (("--list",), ("--help", "resolve"),
+                 ("resolve", "--nvidia-smi", str(DATA / "nvidia-smi/h100-x8/nvidia-smi.txt"),
+                  "--model", str(DATA / "models/gpt-oss-20b"))):
+        code, modules = inv(*argv)
+        assert code == 0 and "gpunode_lab.tasks" in modules, argv
         assert ssh_in(modules) == [], argv
 
 
