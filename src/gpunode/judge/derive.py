@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from gpunode import yamlsrc
 from gpunode.judge import Case, Gpu, Verdict, judge
 from gpunode.judge.env import JudgeEnv, JudgeError
 
@@ -154,7 +155,7 @@ def render(data: dict[str, Any]) -> str:
 
 
 def load(path: Path = FILE) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text()) if path.exists() else {}
+    return yamlsrc.table(path.read_text()) if path.exists() else {}  # 196 KiB: libyaml (issue 45)
 
 
 def picked(data: dict[str, Any], pinset: str, architecture: str, cc: str) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from gpunode import yamlsrc
 from gpunode.knowledge import kernelsms
 
 COMPAT = Path(__file__).resolve().parents[1] / "compat"
@@ -309,7 +310,7 @@ def render(data: dict[str, Any]) -> str:
 
 
 def load(path: Path = FILE) -> dict[str, Any]:
-    return (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    return (yamlsrc.table(path.read_text()) or {}) if path.exists() else {}  # 85 KiB: libyaml (issue 45)
 
 
 def changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

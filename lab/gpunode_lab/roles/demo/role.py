@@ -12,9 +12,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpunode import searchpath
+from gpunode import searchpath, yamlsrc
 from gpunode.engine import RolePlan
 from gpunode.steps.apt import Packages
 from gpunode.steps.files import Directory, Symlink, Template
@@ -28,7 +26,7 @@ searchpath.register("templates", Path(__file__).resolve().parents[2] / "template
 
 @cache
 def _defaults() -> dict[str, Any]:
-    return yaml.safe_load((Path(__file__).parent / "defaults.yml").read_text()) or {}
+    return yamlsrc.table((Path(__file__).parent / "defaults.yml").read_text()) or {}  # libyaml (issue 45)
 
 
 DEFAULTS: dict[str, Any] = _defaults()
