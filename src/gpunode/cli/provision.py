@@ -131,8 +131,11 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 recaps = [lost.get(t.name) or done[t.name] for t in targets]
             else:
                 # Lock, facts and every step's probe in one round trip per target.
+                # A fleet member's servers leave the fleet router while each is replaced (docs/upgrade.md).
+                routes = fleet.member_routes(targets, every) if every else {}
                 pairs = [(pipeline.Planner(t, progress=Feed(t.name, sink),
-                                           output=_streamer(console, t.name, redact) if streamed else None),
+                                           output=_streamer(console, t.name, redact) if streamed else None,
+                                           fleet=routes.get(t.name)),
                           session.transport(t)) for t in targets]
                 # serial / max_fail_percentage (the group's, as Ansible's): batch by batch, docs/upgrade.md
                 first = targets[0].vars if targets else {}

@@ -43,6 +43,23 @@ CLIENT_KEY = "fleet_router_api_key"  # the key clients give the fleet router (it
 
 
 @dataclass(frozen=True)
+class MemberRoute:
+    """How a member's server leaves the fleet router and goes back in while it is replaced
+    (steps/rolling.py, issue 39): the other members keep serving through the router meanwhile."""
+
+    router: str   # the fleet router's URL as the member reaches it
+    host: str     # the host part of the member's servers' URLs as the router lists them
+    key: str = field(default="", repr=False)  # the router's clients' key: its worker API takes it too
+
+
+def member_route(member: Any, router: Any) -> MemberRoute:
+    host, port = router_listen(router)
+    if host in WILDCARD:  # listening everywhere: the members reach it at its fleet address
+        host = address_of(router)
+    return MemberRoute(listen.url(host, port), reachable(member), str(router.vars.get(CLIENT_KEY) or ""))
+
+
+@dataclass(frozen=True)
 class Fleet:
     router: str                 # the target the router runs on
     members: tuple[str, ...]    # every inventory target that names it, sorted

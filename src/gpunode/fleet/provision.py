@@ -50,6 +50,17 @@ def check_members(targets: Sequence[Any], every: list[Any]) -> None:
             endpoint.client_key(router, [m for m in every if m.name in fleets[name].members])
 
 
+def member_routes(targets: Sequence[Any], every: list[Any]) -> dict[str, endpoint.MemberRoute]:
+    """{member: how its servers leave and rejoin the fleet router} for the members among `targets`."""
+    fleets = endpoint.fleets(every)
+    routes = {}
+    for t in targets:
+        name = str(t.vars.get("fleet_router") or "")
+        if name and not t.vars.get("fleet_router_only"):
+            routes[t.name] = endpoint.member_route(t, router_target(every, fleets[name], t))
+    return routes
+
+
 def provision_fleets(planners: Sequence[Any], every: list[Any], transport_of: Callable[[Any], Any], *,
                      check: bool, diff: bool, emit: Emit, owner: Owner) -> tuple[list[TargetRecap], list[str]]:
     """The fleet routers of the fleets this run provisioned; (their recaps, notes for the user)."""

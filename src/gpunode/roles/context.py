@@ -27,6 +27,8 @@ class RoleContext:
     #: every output line of a long step (-v), with the target's name to be added by the CLI
     output: Callable[[str], None] | None = None
     origins: dict[str, str] = field(default_factory=dict)  # variable -> file:line, "--set" or "role defaults"
+    #: a fleet member's way out of its fleet router and back while a server is replaced (fleet/endpoint.MemberRoute)
+    fleet: Any = None
 
     def progress_for(self, step: str, unit: str) -> Callable[[int, int, str], None] | None:
         """The (done, total, name) callback of one long step: progress events for `step`, counted in `unit`."""

@@ -2,7 +2,9 @@
 the new one does not come up. Sent as `python -c` text by gpunode.steps.rolling and run with the engine
 venv's Python: stdlib only, no gpunode import.
 
-argv[1]: one JSON object (gpunode.steps.rolling.RollingRestart.request); stdin: the API key, or nothing.
+argv[1]: one JSON object (gpunode.steps.rolling.RollingRestart.request); stdin: the servers' API key, or
+nothing, or (when a router has keys of its own: a fleet router) a JSON object {"key": the servers' key,
+"routers": {router URL: {"key": its clients' key, "workers": {worker URL: the key it sends that worker}}}}.
 stdout: `@@...` lines gpunode reads, the last one of `@@rolled UNIT`, `@@rolledback WHY` (exit 5) or
 `@@failed WHY` (exit 3: no generation to go back to).
 
@@ -33,6 +35,28 @@ class Failed(Exception):
     pass
 
 
+# A router's own headers (its clients' key) and the key each worker is registered with: read from
+# stdin by main(); a router without keys of its own is asked with the servers' headers.
+ROUTERS: dict = {}
+
+
+def router_headers(headers, router):
+    key = (ROUTERS.get(router) or {}).get("key") or ""
+    return {**headers, "Authorization": "Bearer " + key} if key else headers
+
+
+def worker_key(router, worker):
+    return ((ROUTERS.get(router) or {}).get("workers") or {}).get(worker) or ""
+
+
+def admit(headers, router, worker):
+    """POST /workers: with the key the router sends that worker, as the fleet router registered it
+    (fleet/keys.py): without it, every request the router forwards there would be refused."""
+    key = worker_key(router, worker)
+    body = {"url": worker, "api_key": key} if key else {"url": worker}
+    http(router_headers(headers, router), "POST", router + "/workers", body)
+
+
 def say(line):
     print(line, flush=True)
 
@@ -52,7 +76,7 @@ def http(headers, method, url, body=None, timeout=5.0):
 
 def workers(headers, router):
     """{url: worker} as the router lists them; None when the router does not answer with a list."""
-    status, body = http(headers, "GET", router + "/workers")
+    status, body = http(router_headers(headers, router), "GET", router + "/workers")
     try:
         rows = json.loads(body)["workers"] if status == 200 else None
     except (ValueError, KeyError, TypeError):
@@ -83,7 +107,8 @@ def leave(headers, route, wait_s):
     if not worker or worker not in have:  # out already (a rollback of the server that just failed)
         return worker or f"http://127.0.0.1:{route.get('port', '')}"
     wid = have[worker].get("id") or worker
-    http(headers, "DELETE", route["router"] + "/workers/" + urllib.parse.quote(str(wid), safe=""))
+    http(router_headers(headers, route["router"]), "DELETE",
+         route["router"] + "/workers/" + urllib.parse.quote(str(wid), safe=""))
     deadline = time.monotonic() + wait_s
     while worker in (workers(headers, route["router"]) or {}):
         if time.monotonic() > deadline:
@@ -99,7 +124,7 @@ def join(headers, router, worker, wait_s):
     while True:
         have = workers(headers, router)
         if have is not None and worker not in have:
-            http(headers, "POST", router + "/workers", {"url": worker})
+            admit(headers, router, worker)
         elif have is not None and have[worker].get("is_healthy", True):
             say(f"@@in {worker} of {router}")
             return
@@ -293,17 +318,23 @@ def back_to(headers, req):
     say(f"@@back generation {name}: {len(changed)} files changed")
 
 
+def read_keys(text):
+    """stdin -> (the servers' headers); the routers' own keys go to ROUTERS."""
+    text = text.strip()
+    key = text
+    if text.startswith("{"):
+        doc = json.loads(text)
+        key = str(doc.get("key") or "")
+        ROUTERS.update(doc.get("routers") or {})
+    return {"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})}
+
+
 def main():
     req = json.loads(sys.argv[1])
+    headers = read_keys(sys.stdin.read())
     if req.get("to"):
-        headers = {"Content-Type": "application/json"}
-        key = sys.stdin.read().strip()
-        if key:
-            headers["Authorization"] = "Bearer " + key
         back_to(headers, req)
         return
-    key = sys.stdin.read().strip()
-    headers = {"Content-Type": "application/json", **({"Authorization": "Bearer " + key} if key else {})}
     server = next(s for s in req["servers"] if s["unit"] == req["unit"])
     if systemctl("is-active", "--quiet", server["unit"]).returncode != 0:
         # Not serving (a first install, a stopped server): nothing to take out or drain, nothing to go
@@ -316,7 +347,7 @@ def main():
             have = workers(headers, route["router"])
             worker = listed_as(have, route) if have is not None else ""
             if have is not None and worker and worker not in have:
-                http(headers, "POST", route["router"] + "/workers", {"url": worker})
+                admit(headers, route["router"], worker)
         say(f"@@started {server['unit']}")
         return
     try:

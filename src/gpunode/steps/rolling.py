@@ -81,6 +81,10 @@ class Keep(Step):
 class Route:
     router: str   # the router's base URL as the target reaches it
     worker: str   # the server's URL as that router lists it
+    # A router with keys of its own (a fleet router, fleet/keys.py): the key its worker API takes, and
+    # the one it sends this worker (given again when the worker goes back in). Both on stdin only.
+    key: str = field(default="", repr=False, compare=False)
+    worker_key: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -128,12 +132,23 @@ class RollingRestart:
                              "routes": [{"router": r.router, "worker": r.worker} for r in s.routes]}
                             for s in self.servers]}
 
+    def stdin(self) -> bytes:
+        """The servers' key; a JSON object with it when a router has keys of its own (roll_server.py)."""
+        own = [r for s in self.servers for r in s.routes if r.key or r.worker_key]
+        if not own:
+            return self.key.encode()
+        routers: dict[str, dict] = {}
+        for r in own:
+            entry = routers.setdefault(r.router, {"key": r.key, "workers": {}})
+            entry["workers"][r.worker] = r.worker_key
+        return json.dumps({"key": self.key, "routers": routers}, sort_keys=True).encode()
+
     def _command(self) -> Command:
         routers = sorted({r.router for s in self.servers if s.unit == self.unit for r in s.routes})
         what = (f"replace {self.unit} behind {', '.join(routers)}: out, drained, restarted, Ready and a "
                 "canary, back in" if routers else f"restart {self.unit}, Ready and a canary")
         return ScriptCommand((self.python, "-c", script(), json.dumps(self.request(), sort_keys=True)), what,
-                             stdin=self.key.encode(), timeout=self.drain_s + 3 * self.ready_s + 120,
+                             stdin=self.stdin(), timeout=self.drain_s + 3 * self.ready_s + 120,
                              script_name="gpunode/steps/roll_server.py")
 
     def commands(self) -> list[Command]:
