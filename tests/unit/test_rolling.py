@@ -235,3 +235,15 @@ def test_a_plain_key_on_stdin_is_still_the_servers_key():
     assert roll_server.read_keys("sk-plain\n")["Authorization"] == "Bearer sk-plain"
     assert "Authorization" not in roll_server.read_keys("")
 
+
+def test_inv_rollback_also_replaces_a_server_still_running_what_its_files_no_longer_say():
+    """A killed `inv rollback` put the files back and replaced some servers: the next one finds the files
+    already as wanted, and must still replace a server whose process is older than its files."""
+    wall, mono = 1_000_000.0, 5_000.0  # the same instant on both clocks: mono = wall - 995,000
+    written = wall - 60  # the files were put back a minute ago
+    started_long_ago = int((mono - 3600) * 1e6)  # an hour ago, on systemd's monotonic clock
+    started_since = int((mono - 30) * 1e6)  # replaced after the files were written
+    assert roll_server.started_before(started_long_ago, [written - 7200, written], wall, mono)
+    assert not roll_server.started_before(started_since, [written], wall, mono)
+    assert not roll_server.started_before(0, [written], wall, mono)  # not running: the rollout starts it anyway
+    assert not roll_server.started_before(started_long_ago, [], wall, mono)

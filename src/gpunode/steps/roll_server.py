@@ -281,6 +281,27 @@ def record(root, name):
     put(os.path.join(root, "rolled"), b"", 0o644)
 
 
+def started_before(started_us, mtimes, wall, mono):
+    """A process started at `started_us` (CLOCK_MONOTONIC, microseconds, as systemd's
+    ExecMainStartTimestampMonotonic; 0: not running) before a file was last written (mtimes: wall
+    clock), with the clocks read together as `wall` and `mono`."""
+    if not started_us or not mtimes:
+        return False
+    return max(mtimes) - (wall - mono) > started_us / 1e6
+
+
+def runs_older(unit, paths):
+    """The unit's process started before one of its files was last written: it runs what they no longer say."""
+    got = systemctl("show", "-P", "ExecMainStartTimestampMonotonic", unit).stdout.strip()
+    mtimes = []
+    for path in paths:
+        try:
+            mtimes.append(os.stat(path).st_mtime)
+        except OSError:
+            continue
+    return started_before(int(got) if got.isdigit() else 0, mtimes, time.time(), time.monotonic())
+
+
 def back_to(headers, req):
     """inv rollback: the files of generation req["to"] back in place; each server whose files that
     changed replaced as in a rollout, the router (when its files changed) restarted last."""
@@ -299,11 +320,14 @@ def back_to(headers, req):
             return None
 
     before = {p: content(p) for p in paths}
+    # Read before the files are written again: a server a killed `inv rollback` left running what its
+    # files no longer say (they were put back, it was not replaced yet) is replaced by this one.
+    behind = {s["unit"] for s in req["servers"] if runs_older(s["unit"], s.get("files", ()))}
     restore(gen)
     changed = {p for p in paths if content(p) != before[p]}
     try:
         for server in req["servers"]:
-            if changed & set(server.get("files", ())):
+            if changed & set(server.get("files", ())) or server["unit"] in behind:
                 roll(headers, server, req)
     except Failed as exc:
         say(f"@@failed going back to generation {name}: {exc}")
