@@ -21,23 +21,17 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gpunode.bench import steady
-from gpunode.bench.runner import Endpoint, Layout, client_text
-from gpunode_lab import paths
+from tests.lab import load_helpers
 from tests.lab.provision_helpers import (
-    CT_PATH,
     INV,
     REPO,
     Attached,
     cpu_inventory,
-    poll,
     provision,
     provision_ok,
     resolve_plan,
@@ -50,8 +44,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 VMID = 200
 SERVERS = ["gpunode-cpu0.service", "gpunode-cpu1.service"]
 ROUTER = "gpunode-router.service"
-STOP = "/tmp/gpunode-upgrade-lab.stop"
-RATE, IN_FLIGHT = 4.0, 8  # a steady 4 requests a second, at most 8 open: bounded on the 2-core lab
 FIGURES: dict[str, Any] = {}
 
 
@@ -70,70 +62,10 @@ def plan(inventory) -> dict[str, Any]:
     return resolve_plan(inventory, VMID)
 
 
-class Load:
-    """The bench client in paced mode, in container 200, until the stop file appears."""
-
-    def __init__(self, box: Attached, plan: dict[str, Any]):
-        self.box = box
-        lay = Layout([], None, plan["model"]["served_model_name"], plan["model"]["path"] + "/tokenizer.json",
-                     plan["venv"] + "/bin/python", plan["engine"], plan["pinset"])
-        router = Endpoint("router", f"http://127.0.0.1:{plan['router']['port']}")
-        request = steady.request(lay, router, rate=RATE, max_in_flight=IN_FLIGHT, stop_file=STOP)
-        box.sh('rm -f "$1"', STOP)
-        argv = ["lxc-attach", "-P", str(paths.LXC_PATH), "-n", str(VMID), "--clear-env", "--", "env",
-                f"PATH={CT_PATH}", "HOME=/root", lay.python, "-c", client_text()]
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request))
-        self.proc.stdin.close()
-        self.done, self.lines = 0, []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if line.startswith("@@progress "):
-                self.done = int(line.split()[1])
-
-    def answered(self, n: int) -> None:
-        """Wait until the client has n more answers than now (steady state before and after)."""
-        goal = self.done + n
-        poll(f"{n} more answers through the router", lambda: self.done >= goal or self.proc.poll() is not None, 120)
-        assert self.proc.poll() is None, self.evidence()
-
-    def evidence(self) -> str:
-        return "".join(self.lines[-5:]) + (self.proc.stderr.read() if self.proc.stderr else "")
-
-    def stop(self) -> dict[str, Any]:
-        self.box.sh('touch "$1"', STOP)
-        self.proc.wait(180)
-        self.reader.join(10)
-        line = next((x for x in self.lines if x.startswith("@@result ")), None)
-        assert line is not None, self.evidence()
-        return json.loads(line.split(" ", 1)[1])
-
-
 def under_load(box: Attached, plan: dict[str, Any], name: str, action) -> tuple[Any, dict[str, Any]]:
-    """action() while the load runs, after 20 answers of steady state and before 20 more: its result
-    and the load's requests split into during and steady, printed and kept for the figures."""
-    load = Load(box, plan)
-    try:
-        load.answered(20)
-        t0 = time.time()
-        result = action()
-        t1 = time.time()
-        load.answered(20)
-    finally:
-        raw = load.stop()
-    parts = steady.split(raw, [(t0, t1)])
-    parts["seconds"] = round(t1 - t0, 1)
-    FIGURES[name] = parts
-    print(f"\n{name} ({t1 - t0:.0f} s): " + steady.line("steady", parts["steady"]) + "; "
-          + steady.line(f"during {name}", parts["during"]))
-    return result, parts
+    """action() under the steady load through container 200's router (tests/lab/load_helpers.py)."""
+    url = f"http://127.0.0.1:{plan['router']['port']}"
+    return load_helpers.under_load(lambda: load_helpers.Load(box, plan, url), name, action, FIGURES)
 
 
 def exec_start(box: Attached, unit: str) -> str:
