@@ -14,6 +14,12 @@ inventory sets `fleet_router: lab/223` on the two, `fleet_router_only` on 223). 
 5. container 224 joins the group and the group is provisioned again: the router lists its
    server too, and neither the router nor the servers of 221 and 222 restarted.
 
+7. issue 39 through the fleet router: the group moves to a new generation (`--max-num-seqs 48`) with
+   `serial: 1` under a steady load through the fleet router, each server taken out of the fleet router
+   while it is replaced; the controller is killed (SIGKILL) once 222's server is out of the fleet
+   router, in the middle of its replacement; the next run converges both nodes on the new generation.
+   Not one failed request, the kill included.
+
 Every hop has a key (issue 44): each member's servers their own server_api_key, which the router
 is given with the worker; the router its clients' key (fleet_router_api_key). Test 6 asks each hop
 with and without its key, and looks for the keys in every argv, journal, event and output.
@@ -25,6 +31,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,15 +41,18 @@ import pytest
 import yaml
 
 from gpunode_lab import containers
+from tests.lab import load_helpers
 from tests.lab.provision_helpers import (
     INV,
     REPO,
     FreshContainer,
     cpu_vars,
     fresh_container,
+    kill,
     lab_host,
     poll,
     provision,
+    resolve_plan,
     units,
 )
 
@@ -257,3 +267,79 @@ def test_6_a_node_added_to_the_group_joins_without_restarting_the_others(boxes, 
         assert doc["up"] and len(doc["fleet_workers"]) == 3, doc
         print(f"\nre-run with a third member: {run.seconds:.1f} s")
         write(inventory, [A, B])
+
+
+def running_args(box: FreshContainer) -> str:
+    """The command line the server's process runs now (not its unit file's, which may be newer)."""
+    return box.sh(f'p=$(systemctl show -P MainPID {SERVER_UNIT}); [ "$p" != 0 ] && tr "\\0" " " < /proc/$p/cmdline',
+                  check=False).out
+
+
+def generation_said(run: Any, vmid: int) -> str:
+    """The generation the run's events name for the target (recorded, or live already)."""
+    (event,) = [e for e in run.events if e.get("target") == f"lab/{vmid}" and e.get("step") == "generation"]
+    found = re.search(r"generation (g-[0-9a-f]{12})", event["reason"])
+    assert found, event
+    return found.group(1)
+
+
+def handler_seconds(run: Any, vmid: int) -> float:
+    (event,) = [e for e in run.events if e.get("target") == f"lab/{vmid}" and e.get("step") == f"restart:{SERVER_UNIT}"
+                and e["status"] == "changed"]
+    return float(event["duration"])
+
+
+def test_7_the_group_rolls_one_node_at_a_time_and_a_killed_run_converges_on_the_next(boxes, inventory):
+    """Issue 39 through the fleet router, with every hop's key: see the module's docstring, 7."""
+    router = boxes[ROUTER]
+    # test 6's member is gone with its container: the router no longer sends it anything
+    poll("the router to stop sending to a removed member",
+         lambda: router_workers(router).get(url(D)) is not True and router_workers(router).get(url(A)), timeout=90)
+    plan = resolve_plan(inventory, A)
+    args = ("-e", "max_num_seqs=48", "-e", "serial=1")
+    seen: dict[str, Any] = {}
+
+    def kill_once_out(proc: subprocess.Popen) -> None:
+        """The controller is killed once the fleet router no longer lists 222's server: out, mid-replacement."""
+        def out() -> dict[str, bool] | None:
+            have = router_workers(router)
+            return have if url(A) in have and url(B) not in have else None
+        try:
+            seen["workers"] = poll("222's server out of the fleet router", out, timeout=900, every=0.2)
+        finally:
+            kill(proc)
+            seen["killed"] = time.monotonic()
+
+    def on_event(event: dict[str, Any], proc: subprocess.Popen) -> None:
+        # 222's batch wrote its files: its restart is next (serial 1: 221 is done)
+        if event.get("target") == f"lab/{B}" and event.get("status") == "changed" and "poller" not in seen:
+            seen["poller"] = threading.Thread(target=kill_once_out, args=(proc,), daemon=True)
+            seen["poller"].start()
+
+    def upgrade() -> tuple[Any, Any, str]:
+        first = provision(inventory, None, *args, group="fleet", on_event=on_event, timeout=1500)
+        mid = running_args(boxes[B])
+        again = provision(inventory, None, *args, group="fleet", timeout=1500)
+        return first, again, mid
+
+    def load() -> load_helpers.Load:  # the client on 221, through the fleet router with the clients' key
+        return load_helpers.Load(boxes[A], plan, f"http://{addr(ROUTER)}:{PORT}", CLIENT_KEY)
+
+    (first, again, mid), parts = load_helpers.under_load(load, "fleet upgrade, killed and run again", upgrade, {})
+    assert "killed" in seen and first.rc == -9, first.explain()
+    assert seen["workers"] == {url(A): True}, seen["workers"]  # the other node served alone meanwhile
+    assert "--max-num-seqs 48" in running_args(boxes[A]), first.explain()
+    assert handler_seconds(first, A) > 0  # 221 was replaced, before 222 began
+    ok(again)
+    assert parts["during"]["failed"] == 0 and parts["steady"]["failed"] == 0, parts
+    assert parts["during"]["requests"] >= 10, parts  # the endpoint answered throughout
+    # converged: each node's server runs the new generation, the one its recap names and `current` says
+    for vmid in (A, B):
+        assert "--max-num-seqs 48" in running_args(boxes[vmid]), (vmid, running_args(boxes[vmid]))
+        live = boxes[vmid].sh("cat /var/lib/gpunode/generations/current").out.strip()
+        assert generation_said(again, vmid) == live, (vmid, again.explain())
+    assert router_workers(router) == {url(A): True, url(B): True}
+    was = re.search(r"--max-num-seqs [0-9]+", mid)
+    print(f"\nkilled while 222's server was out of the fleet router (its process then: "
+          f"{was.group(0) if was else 'none'}); 221 replaced in {handler_seconds(first, A):.1f} s, 222 in "
+          f"{handler_seconds(again, B):.1f} s on the next run; runs of {first.seconds:.0f} + {again.seconds:.0f} s")
