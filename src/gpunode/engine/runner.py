@@ -25,7 +25,7 @@ from gpunode.engine.handlers import Handler, ordered, resolve
 from gpunode.engine.journal import Entry, Pending
 from gpunode.engine.metered import Metered
 from gpunode.engine.role import RolePlan
-from gpunode.errors import ConnectError, GpunodeError, LockError, RolledBack
+from gpunode.errors import ConnectError, GpunodeError, KeptBack, LockError, RolledBack
 from gpunode.steps.base import Change, NoChange, Outcome, Step
 from gpunode.transport.base import Transport, probe_deadline
 
@@ -152,6 +152,7 @@ class _Run:
         for role, row in zip(self.roles, plans, strict=True):
             for step, outcome in zip(role.steps, row, strict=True):
                 if isinstance(outcome, BaseException):
+                    self._kept_back(outcome)
                     self.event("step", role.name, step.title, FAILED, _message(outcome), time.monotonic())
                 else:
                     self.event("step", role.name, step.title, SKIPPED, self.stopped, time.monotonic())
@@ -185,7 +186,13 @@ class _Run:
             self.event("step", role.name, step.title, CHANGED, outcome.summary, started, outcome.diff)
         except Exception as exc:  # noqa: BLE001 - one target's failure must not stop the others
             self.stopped = f"not run: {step.title} failed"
+            self._kept_back(exc)
             self.event("step", role.name, step.title, FAILED, _message(exc), started)
+
+    def _kept_back(self, exc: BaseException) -> None:
+        """The engine refused the new servers before they changed: the recap says so as a rollback's does."""
+        if isinstance(exc, KeptBack):
+            self.recap.rolled_back = exc.recap
 
     def _replan(self, role: RolePlan) -> list[Outcome | BaseException]:
         items, broken = _items([role])

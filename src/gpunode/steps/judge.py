@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from gpunode import shell
-from gpunode.errors import StepError
+from gpunode.errors import KeptBack, StepError
 from gpunode.steps.base import Change, Command, NoChange, Outcome, Probe, Step, inline, run_all
 from gpunode.transport.base import Transport, probe_deadline
 
@@ -172,7 +172,7 @@ class EngineJudge(Step):
         self._record = True
         return Change(said + "; records that")
 
-    def _refusal(self, refused: list[dict]) -> StepError:
+    def _refusal(self, refused: list[dict]) -> KeptBack:
         first = refused[0]
         names = ", ".join(str(one["id"]) for one in refused)
         lines = [f"{one['id']}: {one.get('check') or 'the engine'} refused"
@@ -182,7 +182,7 @@ class EngineJudge(Step):
         if all(one.get("kept") for one in refused):
             lines.append("(the verdict of an earlier run: nothing it judges has changed since)")
         message = str(first.get("error") or "").splitlines()[0] if first.get("error") else ""
-        return StepError(f"{self.engine} refuses the arguments of {names} ({first.get('check') or 'its checks'}): "
+        return KeptBack(f"{self.engine} refuses the arguments of {names} ({first.get('check') or 'its checks'}): "
                          f"{message}", evidence="\n".join(lines),
                          hint="nothing was changed: the servers, their units and env files are as they were; "
                               "change the variables that gave these arguments (extra_args, ...) and run again")
