@@ -189,8 +189,10 @@ class _Here(Executor):
 
 def prepare(target: Target, transport: Transport, *, only: str | None = None,
             progress: Callable[..., None] | None = None, facts_dir: Path | None = None,
-            resolve: Callable[..., Plan] | None = None, output: Callable[[str], None] | None = None) -> Job:
-    """progress: the target's Feed (cli/progress.py); output: each line long steps print (-v)."""
+            resolve: Callable[..., Plan] | None = None, output: Callable[[str], None] | None = None,
+            fleet: Any = None) -> Job:
+    """progress: the target's Feed (cli/progress.py); output: each line long steps print (-v);
+    fleet: a fleet member's fleet/endpoint.MemberRoute."""
     from gpunode.resolve import resolve as default_resolve
 
     v = target_vars(target)
@@ -203,7 +205,7 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
     check_driver(raw, facts, target)
     plan = (resolve or default_resolve)(facts, v)
     ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress,
-                            output=output, origins=dict(target.origins))
+                            output=output, origins=dict(target.origins), fleet=fleet)
     run_names, needed_names = roles.select(only)
     return Job(target, transport, facts, plan, roles.build(run_names, ctx), roles.build(needed_names, ctx),
                needed_names)

@@ -92,6 +92,8 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
             console.print(f"[bold]{printable(name)}[/bold]: plan")
             console.print(printable(redact(render(plan))), markup=False, highlight=False, soft_wrap=True)
 
+    # A fleet member's servers leave the fleet router while each is replaced (docs/upgrade.md).
+    routes = fleet.member_routes(targets, every) if every else {}
     with Session() as session:
         try:
             if pipeline.multinode(targets):
@@ -120,7 +122,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                                                      progress=Feed(target.name, sink),
                                                      facts_dir=Path(facts) if facts else None,
                                                      output=_streamer(console, target.name, redact) if streamed
-                                                     else None))
+                                                     else None, fleet=routes.get(target.name)))
                     except GpunodeError as exc:  # the others go on; the recap says UNREACHABLE or FAILED
                         lost[target.name] = pipeline.stopped(target, exc, check=check, emit=sink)
                         continue
@@ -131,8 +133,6 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
                 recaps = [lost.get(t.name) or done[t.name] for t in targets]
             else:
                 # Lock, facts and every step's probe in one round trip per target.
-                # A fleet member's servers leave the fleet router while each is replaced (docs/upgrade.md).
-                routes = fleet.member_routes(targets, every) if every else {}
                 pairs = [(pipeline.Planner(t, progress=Feed(t.name, sink),
                                            output=_streamer(console, t.name, redact) if streamed else None,
                                            fleet=routes.get(t.name)),
