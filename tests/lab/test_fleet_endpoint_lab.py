@@ -327,7 +327,9 @@ def test_7_the_group_rolls_one_node_at_a_time_and_a_killed_run_converges_on_the_
 
     (first, again, mid), parts = load_helpers.under_load(load, "fleet upgrade, killed and run again", upgrade, {})
     assert "killed" in seen and first.rc == -9, first.explain()
-    assert seen["workers"] == {url(A): True}, seen["workers"]  # the other node served alone meanwhile
+    # the other node served alone meanwhile (test 6's member, its container gone, may still be listed
+    # unhealthy until the second run's FleetWorkers removes it: the router sends it nothing)
+    assert {u for u, healthy in seen["workers"].items() if healthy} == {url(A)}, seen["workers"]
     assert "--max-num-seqs 48" in running_args(boxes[A]), first.explain()
     assert handler_seconds(first, A) > 0  # 221 was replaced, before 222 began
     ok(again)
