@@ -10,6 +10,7 @@ from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.listen import flag_value
 from gpunode.roles.context import RoleContext
+from gpunode.roles.servers import firewall
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
 from gpunode.steps.judge import EngineJudge, Judged
@@ -82,7 +83,11 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     check_ports(ctx, servers)
     model = ctx.plan.model.served_model_name
     key = str(v.get("server_api_key") or "")
-    steps: list = [judge(ctx)] if v["servers_judge"] and ctx.plan.servers else []
+    # The engine's judge first; then the firewall, so that a port it closes is closed before a server
+    # listens on it; then the servers' files (the generation keeps only these).
+    head: list = [judge(ctx)] if v["servers_judge"] and ctx.plan.servers else []
+    head += firewall.steps(ctx)
+    steps: list = []
     w = ctx.plan.weights
     stage = STAGE_UNIT if w is not None and w.stage else ""
     if w is not None and stage:
@@ -133,7 +138,7 @@ def build(ctx: RoleContext) -> list[RolePlan]:
                               notify=("daemon-reload", f"restart:{ROUTER_UNIT}")))
         steps += stale("router", home)
         endpoints.append(Endpoint("router", ROUTER_UNIT, listen.url(router.host, router.port), model, "/readiness"))
-    plans = [RolePlan("servers", steps, rolling(ctx, servers, model, key) if v["servers_enabled"] else {})]
+    plans = [RolePlan("servers", [*head, *steps], rolling(ctx, servers, model, key) if v["servers_enabled"] else {})]
     if v["servers_enabled"]:
         # A separate role, so that its steps run after the unit files' handlers: a changed
         # unit is restarted once (restart starts a stopped unit), never started then restarted.

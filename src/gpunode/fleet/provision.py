@@ -61,6 +61,27 @@ def member_routes(targets: Sequence[Any], every: list[Any]) -> dict[str, endpoin
     return routes
 
 
+#: The variable the servers role's firewall (roles/servers/firewall.py) reads the router's address from: named
+#: here, not imported, as a user role named servers may replace the shipped one.
+ROUTER_ADDRESS = "fleet_router_address"
+
+
+def firewall_sources(targets: Sequence[Any], every: list[Any]) -> list[Any]:
+    """The targets, each member with fleet_firewall given its fleet router's address to let in
+    (roles/servers/firewall.py): only here is the router's target seen."""
+    from dataclasses import replace
+
+    fleets = endpoint.fleets(every)
+    out = []
+    for t in targets:
+        name = str(t.vars.get("fleet_router") or "")
+        if t.vars.get("fleet_firewall") and name and not t.vars.get("fleet_router_only"):
+            address = endpoint.address_of(router_target(every, fleets[name], t))
+            t = replace(t, vars={**t.vars, ROUTER_ADDRESS: address})
+        out.append(t)
+    return out
+
+
 def provision_fleets(planners: Sequence[Any], every: list[Any], transport_of: Callable[[Any], Any], *,
                      check: bool, diff: bool, emit: Emit, owner: Owner) -> tuple[list[TargetRecap], list[str]]:
     """The fleet routers of the fleets this run provisioned; (their recaps, notes for the user)."""

@@ -1,6 +1,7 @@
 """`inv teardown`: remove what gpunode installed on a target.
 
-What goes: the gpunode-* units (stopped and disabled first), /etc/gpunode (env and secrets
+What goes: the gpunode-* units (stopped and disabled first: stopping gpunode-firewall.service
+deletes its nftables table inet gpunode), /etc/gpunode (env, secrets and firewall
 files), the venvs and the tools venv under /opt/gpunode, /usr/local/lib/gpunode, the demo
 role's files, the /usr/local/bin/uv link into the tools venv, the paths each user role's
 `removes(vars)` names (gpunode.roles.removals), and staged weights: folders under
