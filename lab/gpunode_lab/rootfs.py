@@ -28,8 +28,10 @@ RELEASE = "bookworm"
 BASE_PACKAGES = ("python3", "systemd", "systemd-sysv", "procps")
 # In the local apt repository, with their dependency closure relative to the base. sudo: the plain
 # SSH host made of a lab container (sshtarget.py) lets a non-root user in with it. openssh-server
-# is in the base already (LXC's debian template installs it; MASKED_UNITS keeps it off).
-REPO_PACKAGES = ("hello", "python3-venv", "python3-pip", "libnuma1", "ca-certificates", "curl", "jq", "sudo")
+# is in the base already (LXC's debian template installs it; MASKED_UNITS keeps it off). nftables:
+# the fleet members' firewall (fleet_firewall, roles/servers/firewall.py) installs it.
+REPO_PACKAGES = ("hello", "python3-venv", "python3-pip", "libnuma1", "ca-certificates", "curl", "jq", "sudo",
+                 "nftables")
 # Bump when the customisation below changes: the base (and the containers) are rebuilt.
 BASE_REVISION = 3
 

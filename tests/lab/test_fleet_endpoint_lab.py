@@ -23,6 +23,11 @@ inventory sets `fleet_router: lab/223` on the two, `fleet_router_only` on 223). 
 Every hop has a key (issue 44): each member's servers their own server_api_key, which the router
 is given with the worker; the router its clients' key (fleet_router_api_key). Test 6 asks each hop
 with and without its key, and looks for the keys in every argv, journal, event and output.
+
+The members have gpunode's firewall (fleet_firewall: an nftables table in each container's own
+network namespace): test 5b connects to a member's server port from the router (let in), from the
+lab host and from the other member (dropped), sees a rule flushed by hand in --check and a run put
+it back; the re-run of test 6 changes nothing of it; the last test tears a member down, table and all.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpunode_lab import containers
+from gpunode_lab import containers, paths
 from tests.lab import load_helpers
 from tests.lab.provision_helpers import (
     INV,
@@ -82,9 +87,28 @@ def addr(vmid: int) -> str:
     return containers.lab_address(vmid - 200)
 
 
+def nftables_in_lab() -> bool:
+    """Whether the lab's apt repository, which the firewall's apt step installs nftables from, has it: a lab
+    built before it was added there (gpunode_lab/rootfs.py REPO_PACKAGES) has not until it is built again
+    (`inv lab.destroy && inv lab.up`, as CI does)."""
+    return any(paths.SHARE_APT.glob("nftables_*.deb"))
+
+
+def firewall_on() -> bool:
+    """The members get the firewall where the lab can install it; in CI (a lab built from scratch) always."""
+    return os.environ.get("CI") == "true" or nftables_in_lab()
+
+
+def need_firewall() -> None:
+    if not firewall_on():
+        pytest.skip("the lab's apt repository has no nftables (built before it was added): the members ran "
+                    "without the firewall; `inv lab.destroy && inv lab.up` builds a lab that has it")
+
+
 def member(vmid: int, core: int) -> dict[str, Any]:
     return {"vars": cpu_vars(slots=1, slot_cores=[core], host="0.0.0.0", fleet_address=addr(vmid),
-                             fleet_router=f"lab/{ROUTER}", server_api_key=server_key(vmid))}
+                             fleet_router=f"lab/{ROUTER}", server_api_key=server_key(vmid),
+                             fleet_firewall=firewall_on())}
 
 
 def write(path: Path, vmids: list[int]) -> Path:
@@ -252,12 +276,57 @@ def test_5_every_hop_answers_only_its_own_key_and_no_key_shows(boxes, inventory)
     print(f"\nevery hop's keys checked: {time.monotonic() - started:.1f} s")
 
 
+FIREWALL = ("nftables:inet gpunode", "file:/etc/gpunode/firewall.nft",
+            "file:/etc/systemd/system/gpunode-firewall.service", "service:gpunode-firewall.service")
+HEALTH = 'curl -s -o /dev/null -w "%{http_code}" --connect-timeout 3 --max-time 5 "$1"'
+
+
+def from_host(health: str) -> tuple[int, str]:
+    """(curl's exit code, HTTP status) of /health asked from the lab host (10.231.0.254 on gnlab0)."""
+    proc = subprocess.run(["sh", "-c", HEALTH, "sh", health], capture_output=True, text=True, timeout=30, check=False)
+    return proc.returncode, proc.stdout
+
+
+def firewall_steps(run: Any, vmid: int) -> dict[str, str]:
+    return {e["step"]: e["status"] for e in run.events
+            if e.get("type") == "step" and e.get("target") == f"lab/{vmid}" and e["step"] in FIREWALL}
+
+
+def test_5b_a_members_server_port_lets_in_only_its_fleet_router(boxes, inventory):
+    need_firewall()
+    started = time.monotonic()
+    health = f"{url(A)}/health"
+    assert boxes[ROUTER].sh(HEALTH, health).out == "200"           # the router's address: let in
+    assert boxes[A].sh(HEALTH, health).out == "200"                # the member itself, over loopback
+    assert from_host(health) == (28, "000")                        # the lab host: dropped (connect times out)
+    other = boxes[B].sh(HEALTH, health, check=False)                # the other member: dropped too
+    assert (other.rc, other.out) == (28, "000")
+    assert boxes[A].sh("nft list table inet gpunode").rc == 0
+    # a rule flushed by hand opens the port; --check says the table differs, and a run puts it back
+    boxes[A].sh("nft flush chain inet gpunode input")
+    assert from_host(health) == (0, "200")
+    check = provision(inventory, A, "--check")
+    assert check.rc == 0 and check.status("nftables:inet gpunode") == "changed", check.explain()
+    assert "changed by hand" in check.event("nftables:inet gpunode")["reason"]
+    assert from_host(health) == (0, "200"), "--check changed the table"
+    fixed = ok(provision(inventory, A))
+    assert fixed.status("nftables:inet gpunode") == "changed", fixed.explain()
+    assert from_host(health) == (28, "000")
+    assert boxes[ROUTER].sh(HEALTH, health).out == "200"
+    print(f"\nthe firewall checked, flushed, seen by --check and put back: {time.monotonic() - started:.1f} s")
+
+
 def test_6_a_node_added_to_the_group_joins_without_restarting_the_others(boxes, inventory, lab):
     before = {**units(boxes[ROUTER], [FLEET_UNIT]), **{f"{v}": units(boxes[v], [SERVER_UNIT])[SERVER_UNIT]
                                                         for v in (A, B)}}
     with fresh_container(D, MEMORY_MB, "fleet-d", address=addr(D)) as d:
         write(inventory, [A, B, D])
         run = ok(provision(inventory, None, group="fleet", timeout=1500))
+        # the firewall of the members already there: the re-run changed nothing of it
+        if firewall_on():
+            for vmid in (A, B):
+                assert firewall_steps(run, vmid) == {step: "ok" for step in FIREWALL}, run.explain()
+            assert firewall_steps(run, D)["nftables:inet gpunode"] == "changed"
         assert router_workers(boxes[ROUTER]) == {url(A): True, url(B): True, url(D): True}
         after = {**units(boxes[ROUTER], [FLEET_UNIT]), **{f"{v}": units(boxes[v], [SERVER_UNIT])[SERVER_UNIT]
                                                            for v in (A, B)}}
@@ -345,3 +414,12 @@ def test_7_the_group_rolls_one_node_at_a_time_and_a_killed_run_converges_on_the_
     print(f"\nkilled while 222's server was out of the fleet router (its process then: "
           f"{was.group(0) if was else 'none'}); 221 replaced in {handler_seconds(first, A):.1f} s, 222 in "
           f"{handler_seconds(again, B):.1f} s on the next run; runs of {first.seconds:.0f} + {again.seconds:.0f} s")
+
+
+def test_9_teardown_removes_a_members_firewall_with_its_units(boxes, inventory):
+    need_firewall()
+    assert boxes[B].sh("nft list table inet gpunode", check=False).rc == 0
+    gone = cli("teardown", "-i", str(inventory), "--host", "lab", "--ct", str(B), "--yes")
+    assert gone.returncode == 0 and "gpunode-firewall.service" in gone.stdout, gone.stdout + gone.stderr
+    assert boxes[B].sh("nft list tables").out.strip() == ""
+    assert not boxes[B].exists("/etc/systemd/system/gpunode-firewall.service")
