@@ -234,6 +234,20 @@ def test_teardown_removes_no_path_that_does_not_name_gpunode_or_the_role(tmp_pat
         searchpath.use()
 
 
+@pytest.mark.parametrize("answer", ["'/etc/odd'", "None", "['/etc/ssh']"])
+def test_a_bad_removes_is_refused_when_the_role_is_built_not_first_at_teardown(tmp_path, answer):
+    """issue 41: removes() giving a text passed provision and --check and was refused only by teardown."""
+    folder = user_role(tmp_path / "roles", "odd")
+    with (folder / "role.py").open("a") as f:
+        f.write(f"\n\ndef removes(vars):\n    return {answer}\n")
+    searchpath.use(inventory_in(tmp_path))
+    try:
+        with pytest.raises(InventoryError, match=r"role odd: removes\(\) in .*odd/role\.py gave"):
+            roles.build(["odd"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
+    finally:
+        searchpath.use()
+
+
 def test_the_example_roles_label_keys_are_checked_before_they_reach_the_metrics_file():
     searchpath.use(roles_path=[str(EXAMPLES / "roles")], templates_path=[str(EXAMPLES / "templates")])
     try:

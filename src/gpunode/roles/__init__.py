@@ -225,25 +225,29 @@ def removals(vars: dict[str, Any]) -> list[str]:
     `removes(vars)`, absolute paths below a top-level folder (never / or /etc itself)."""
     out: list[str] = []
     for name, role in catalogue().items():
-        if role.shipped:
-            continue  # the shipped roles' paths are fleet/teardown.PATHS
-        hook = getattr(module(name), "removes", None)
-        given = _call(name, "removes", hook, vars) if hook is not None else ()
-        if isinstance(given, str) or not isinstance(given, (list, tuple)):
-            raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {type(given).__name__}, "
-                                 "not a list of paths", hint="return a list of the absolute paths the role made")
-        for path in given:
-            parts = PurePosixPath(str(path)).parts
-            if (not isinstance(path, str) or not path.startswith("/") or len(parts) < 3 or ".." in parts
-                    or re.search(r"[\x00-\x1f\x7f]", path) or path.rstrip("/") in _SYSTEM_FOLDERS
-                    or not _names_its_maker(name, parts[1:])):
-                raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {str(path)[:80]!r}",
-                                     hint=f"give the absolute paths the role made, two folders deep at least and "
-                                     f"with the role's name or gpunode in a folder's name (/etc/{name}, "
-                                     f"/var/lib/gpunode-{name}), never a system folder")
-            if path not in out:
-                out.append(path)
+        if not role.shipped:  # the shipped roles' paths are fleet/teardown.PATHS
+            out.extend(p for p in _removes(name, role, vars) if p not in out)
     return out
+
+
+def _removes(name: str, role: Role, vars: dict[str, Any]) -> list[str]:
+    """A user role's removes(vars), each path checked; build() asks it too, so a bad answer is refused
+    by provision and --check, not first by the teardown that needs it (issue 41)."""
+    hook = getattr(module(name), "removes", None)
+    given = _call(name, "removes", hook, vars) if hook is not None else ()
+    if isinstance(given, str) or not isinstance(given, (list, tuple)):
+        raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {type(given).__name__}, "
+                             "not a list of paths", hint="return a list of the absolute paths the role made")
+    for path in given:
+        parts = PurePosixPath(str(path)).parts
+        if (not isinstance(path, str) or not path.startswith("/") or len(parts) < 3 or ".." in parts
+                or re.search(r"[\x00-\x1f\x7f]", path) or path.rstrip("/") in _SYSTEM_FOLDERS
+                or not _names_its_maker(name, parts[1:])):
+            raise InventoryError(f"role {name}: removes() in {role.folder / 'role.py'} gave {str(path)[:80]!r}",
+                                 hint=f"give the absolute paths the role made, two folders deep at least and "
+                                 f"with the role's name or gpunode in a folder's name (/etc/{name}, "
+                                 f"/var/lib/gpunode-{name}), never a system folder")
+    return list(given)
 
 
 def _names_its_maker(role: str, parts: tuple[str, ...]) -> bool:
@@ -270,5 +274,8 @@ def build(names: list[str], ctx: RoleContext) -> list:
             raise InventoryError(f"role {name}: build() in {folder(name) / 'role.py'} gave "
                                  f"{type(odd).__name__} {str(odd)[:60]!r} where a list of RolePlan belongs",
                                  hint="return [RolePlan(name, [steps...])] (docs/extending.md)")
+        role = catalogue().get(name)
+        if role is not None and not role.shipped:
+            _removes(name, role, ctx.vars)
         plans.extend(given)
     return plans
