@@ -473,6 +473,12 @@ def test_the_table_has_over_100_rows_with_distinct_names():
 
 @pytest.mark.parametrize("files,argv,expected", [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
 def test_bad_input_exits_2_naming_it_in_time_and_writes_nothing(files, argv, expected, tmp_path):
+    refused_cleanly(files, argv, expected, tmp_path)
+
+
+def refused_cleanly(files: dict, argv: list[str], expected: list[str], tmp_path: Path) -> None:
+    """What every bad-input row must show (issue 41's batteries share it): exit 2 naming the input with a
+    hint, no traceback, a short message without the secret, and no file written or changed."""
     _make(tmp_path, files)
     before = _tree(tmp_path)
 
