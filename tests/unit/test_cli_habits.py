@@ -108,6 +108,15 @@ def test_dry_is_check_mode_as_pyinfra_means_it(tmp_path, capsys, monkeypatch):
     assert code == 4 and recap["type"] == "recap" and recap["check"] is True  # port 1: unreachable, in check mode
 
 
+def test_dry_before_the_task_as_pyinfra_places_it_says_where_it_goes(tmp_path):
+    """`gpunode --dry provision ...` (pyinfra's order) said "no option --check here", an option never typed."""
+    inv = site(tmp_path)
+    done = gpunode("--dry", "provision", "-i", str(inv), "--host", "lab", "--ct", "200", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "--dry is an option of the task, not of gpunode: put it after the task's name" in done.stderr, done.stderr
+    assert "gpunode provision --dry" in done.stderr and "--check" not in done.stderr
+
+
 def test_list_hosts_user_and_become_as_ansible_playbook(tmp_path, capsys, monkeypatch):
     inv = site(tmp_path)
     (inv / "hosts.yml").write_text(INVENTORY + "  box:\n    address: 127.0.0.1\n    port: 1\n")

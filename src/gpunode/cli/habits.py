@@ -27,6 +27,9 @@ ALIASES = {
     "--parallel": "--forks",     # pyinfra's
 }
 
+#: gpunode's spellings of the aliases that belong to a task, not to the program (--check, --only, ...).
+_TASK_OPTIONS = {"--check", "--only", "--set", "--forks"}
+
 #: Known elsewhere, not here: what to use instead.
 REFUSED = {
     "-R": "gpunode has no -R; its dry run is -C/--check (pyinfra's --dry works too)",
@@ -127,6 +130,10 @@ def _tasks() -> dict[str, bool]:
     return out
 
 
+#: What translate rewrote, gpunode's spelling -> the user's, so that a refusal quotes what was typed.
+typed_as: dict[str, str] = {}
+
+
 def translate(argv: list[str]) -> list[str]:
     """argv with the ALIASES spelled as gpunode spells them (up to a `--`, after which it is data)."""
     out: list[str] = []
@@ -134,6 +141,8 @@ def translate(argv: list[str]) -> list[str]:
         if token == "--":
             return out + argv[i:]
         name, eq, value = token.partition("=")
+        if name in ALIASES:
+            typed_as[ALIASES[name]] = name
         out.append(ALIASES[name] + eq + value if name in ALIASES else token)
     return out
 
@@ -148,4 +157,9 @@ def refusal(message: str) -> str | None:
         return f"error: no task {name!r}\nhint: `{program} --list` lists the tasks"
     if name in REFUSED:
         return f"error: {name}: {REFUSED[name]}"
+    if name in _TASK_OPTIONS:
+        # pyinfra takes --dry before its arguments (`pyinfra --dry INVENTORY DEPLOY`); gpunode's tasks own it
+        typed = typed_as.get(name, name)
+        return (f"error: {typed} is an option of the task, not of {program}: put it after the task's name\n"
+                f"hint: `{program} provision {typed} ...`")
     return f"error: no option {name} here\nhint: `gpunode --help TASK` lists a task's options"
