@@ -1,6 +1,7 @@
 """Invoke entry point. Stays thin: the task tree lives in gpunode.cli.main; the lab's tasks
 (`inv lab.*`) come from the lab's own package, lab/gpunode_lab, which the wheel does not hold."""
 
+import atexit
 import os
 import sys
 from pathlib import Path
@@ -8,6 +9,7 @@ from pathlib import Path
 from invoke import Collection
 
 from gpunode.cli import main
+from gpunode.cli.common import quiet_when_reader_gone_at_exit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "lab"))  # a checkout without `pip install -e lab`
 from gpunode_lab.tasks import ns as lab  # noqa: E402
@@ -34,3 +36,4 @@ def _reader_gone(kind, value, traceback):
 
 
 sys.excepthook = _reader_gone
+atexit.register(quiet_when_reader_gone_at_exit)  # what is still buffered when the run ends

@@ -143,7 +143,8 @@ def test_a_bad_extra_vars_file_is_named(content, expected, tmp_path, capsys):
 @pytest.mark.parametrize("argv", [["--list"], ["provision", "--help"]])
 def test_a_reader_that_goes_away_is_not_an_internal_error(argv):
     """`gpunode --list | true`: the pipe is closed before gpunode writes."""
-    env = {k: v for k, v in os.environ.items() if k != "GPUNODE_DEBUG"}
+    # without PYTHONUNBUFFERED (a user's shell): the output waits in stdout's buffer until the exit
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUNODE_DEBUG", "PYTHONUNBUFFERED")}
     proc = subprocess.Popen([sys.executable, "-c", "from gpunode.cli.main import main; main()", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None

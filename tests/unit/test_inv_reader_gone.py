@@ -18,7 +18,8 @@ INV = Path(sys.executable).parent / "inv"
 @pytest.mark.skipif(not INV.exists(), reason="invoke's inv script is not beside this Python")
 @pytest.mark.parametrize("argv", [["--list"], ["provision", "--help"]])
 def test_a_reader_that_goes_away_is_no_traceback(argv):
-    env = {k: v for k, v in os.environ.items() if k != "GPUNODE_DEBUG"}
+    # without PYTHONUNBUFFERED (a user's shell): the output waits in stdout's buffer until the exit
+    env = {k: v for k, v in os.environ.items() if k not in ("GPUNODE_DEBUG", "PYTHONUNBUFFERED")}
     proc = subprocess.Popen([str(INV), *argv], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stderr is not None
     proc.stdout.close()

@@ -64,6 +64,19 @@ def task(*args: Any, **kwargs: Any):
     return wrap
 
 
+def quiet_when_reader_gone_at_exit() -> None:
+    """Registered with atexit: output still in stdout's buffer (a pipe is block-buffered unless
+    PYTHONUNBUFFERED is set) meets the closed pipe only at Python's final flush, outside every handler,
+    as "Exception ignored ... BrokenPipeError" and exit 120. Flushing here, while it can be caught, ends
+    quietly with the exit status the run already had."""
+    import sys
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        reader_gone()
+
+
 def reader_gone() -> None:
     """stdout's reader went away (`| head`, `| true`): the caller ends quietly, as `ls | head` does.
 

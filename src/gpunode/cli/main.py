@@ -31,9 +31,13 @@ def main(argv: list[str] | None = None, namespace: Collection | None = None) -> 
     from gpunode.cli.program import GpunodeProgram
 
     habits.program = "gpunode"  # the console script: its hints name `gpunode ...`, not `inv ...`
+    import atexit
+
+    from gpunode.cli.common import quiet_when_reader_gone_at_exit
     from gpunode.errors import INTERNAL_EXIT, GpunodeError, internal_report, printable
     from gpunode.secrets import redact
 
+    atexit.register(quiet_when_reader_gone_at_exit)
     program = GpunodeProgram(namespace=namespace if namespace is not None else ns, name="gpunode", binary="gpunode",
                       version=__version__)
     try:
