@@ -37,6 +37,17 @@ def user_role(root: Path, name: str, placement: str = "", types: str = "", defau
     return folder
 
 
+def also(folder: Path, code: str) -> None:
+    """More code at the end of a role's role.py."""
+    with (folder / "role.py").open("a") as f:
+        f.write(code)
+
+
+def built(name: str) -> list:
+    """The role's plans for host h1 with the defaults, as provision builds them."""
+    return roles.build([name], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
+
+
 def inventory_in(project: Path) -> Path:
     project.mkdir(parents=True, exist_ok=True)
     (project / "hosts.yml").write_text("hosts:\n  h1:\n    address: 127.0.0.1\n")
@@ -166,8 +177,7 @@ def test_the_example_role_from_docs_runs_after_the_servers_and_says_what_teardow
 
 def test_a_removal_outside_the_roles_own_folders_is_refused(tmp_path):
     folder = user_role(tmp_path / "roles", "greedy")
-    with (folder / "role.py").open("a") as f:
-        f.write("\n\ndef removes(vars):\n    return ['/var/lib']\n")
+    also(folder, "\n\ndef removes(vars):\n    return ['/var/lib']\n")
     searchpath.use(inventory_in(tmp_path))
     with pytest.raises(InventoryError, match=r"role greedy: removes\(\) in .*greedy/role.py gave '/var/lib'"):
         roles.removals(roles.defaults())
@@ -198,64 +208,46 @@ def test_a_role_py_that_exits_or_raises_on_import_is_an_error_naming_it(tmp_path
     folder = user_role(tmp_path / "roles", "quits")
     (folder / "role.py").write_text(code + "\n" + (folder / "role.py").read_text())
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=said):
-            roles.build(["quits"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=said):
+        built("quits")
 
 
 @pytest.mark.parametrize("function", ["build", "removes"])
 def test_a_role_function_that_exits_is_an_error_naming_it(tmp_path, function):
     folder = user_role(tmp_path / "roles", "quits")
-    with (folder / "role.py").open("a") as f:
-        f.write(f"\n\ndef {function}(arg):\n    raise SystemExit(0)\n")
+    also(folder, f"\n\ndef {function}(arg):\n    raise SystemExit(0)\n")
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=rf"role quits: {function}\(\) in .*quits/role\.py raised SystemExit"):
-            if function == "build":
-                roles.build(["quits"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
-            else:
-                roles.removals(roles.defaults())
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=rf"role quits: {function}\(\) in .*quits/role\.py raised SystemExit"):
+        if function == "build":
+            built("quits")
+        else:
+            roles.removals(roles.defaults())
 
 
 @pytest.mark.parametrize("path", ["/etc/ssh", "/var/lib/dpkg", "/root/.ssh", "/boot/grub", "/home/user/.ssh/x"])
 def test_teardown_removes_no_path_that_does_not_name_gpunode_or_the_role(tmp_path, path):
     folder = user_role(tmp_path / "roles", "greedy")
-    with (folder / "role.py").open("a") as f:
-        f.write(f"\n\ndef removes(vars):\n    return ['/etc/greedy', {path!r}]\n")
+    also(folder, f"\n\ndef removes(vars):\n    return ['/etc/greedy', {path!r}]\n")
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=rf"removes\(\) in .*greedy/role.py gave '{path}'"):
-            roles.removals(roles.defaults())
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=rf"removes\(\) in .*greedy/role.py gave '{path}'"):
+        roles.removals(roles.defaults())
 
 
 @pytest.mark.parametrize("answer", ["'/etc/odd'", "None", "['/etc/ssh']"])
 def test_a_bad_removes_is_refused_when_the_role_is_built_not_first_at_teardown(tmp_path, answer):
     """issue 41: removes() giving a text passed provision and --check and was refused only by teardown."""
     folder = user_role(tmp_path / "roles", "odd")
-    with (folder / "role.py").open("a") as f:
-        f.write(f"\n\ndef removes(vars):\n    return {answer}\n")
+    also(folder, f"\n\ndef removes(vars):\n    return {answer}\n")
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=r"role odd: removes\(\) in .*odd/role\.py gave"):
-            roles.build(["odd"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=r"role odd: removes\(\) in .*odd/role\.py gave"):
+        built("odd")
 
 
 def test_the_example_roles_label_keys_are_checked_before_they_reach_the_metrics_file():
     searchpath.use(roles_path=[str(EXAMPLES / "roles")], templates_path=[str(EXAMPLES / "templates")])
-    try:
-        v = {**roles.defaults(), "node_metrics_labels": {'a="1"} 9\nforged{b': "x"}}
-        with pytest.raises(InventoryError, match="is not a Prometheus label name"):
-            roles.build(["node_metrics"], roles.RoleContext(target="lab/200", vars=v, facts=None, plan=None))
-    finally:
-        searchpath.use()
+    v = {**roles.defaults(), "node_metrics_labels": {'a="1"} 9\nforged{b': "x"}}
+    with pytest.raises(InventoryError, match="is not a Prometheus label name"):
+        roles.build(["node_metrics"], roles.RoleContext(target="lab/200", vars=v, facts=None, plan=None))
 
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -275,12 +267,9 @@ def test_a_role_file_goes_through_the_inventorys_reader(tmp_path, file, make, sa
     make(folder / file)
     assert (folder / file).stat().st_size < 1024
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=said):
-            roles.defaults()
-            variables.check(roles.defaults())
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=said):
+        roles.defaults()
+        variables.check(roles.defaults())
 
 
 @pytest.mark.parametrize(("make", "said"), [
@@ -295,11 +284,8 @@ def test_a_role_py_that_is_no_file_is_refused_naming_the_folder(tmp_path, make, 
     (folder / "role.py").unlink()
     make(folder / "role.py")
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=f"role folder {folder}: {said}"):
-            roles.names()
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=f"role folder {folder}: {said}"):
+        roles.names()
 
 
 @pytest.mark.parametrize(("body", "said"), [
@@ -314,11 +300,8 @@ def test_a_build_that_is_missing_or_gives_no_role_plans_is_an_error_naming_it(tm
     text = (folder / "role.py").read_text().replace("def build(ctx):", "def made(ctx):")
     (folder / "role.py").write_text(text + (f"\n\ndef build(ctx):\n{body}" if body else ""))
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=said):
-            roles.build(["odd"], roles.RoleContext(target="h1", vars=roles.defaults(), facts=None, plan=None))
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=said):
+        built("odd")
 
 
 @pytest.mark.parametrize(("types", "said"), [
@@ -332,12 +315,9 @@ def test_a_types_yml_line_that_is_no_declaration_is_refused_with_its_line(tmp_pa
     """issue 41: an unknown type name, a list or nothing as the type were internal errors."""
     user_role(tmp_path / "roles", "odd", types=types)
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=said) as refused:
-            variables.registry()
-        assert refused.value.hint
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=said) as refused:
+        variables.registry()
+    assert refused.value.hint
 
 
 @pytest.mark.parametrize(("defaults", "said"), [
@@ -348,8 +328,5 @@ def test_a_defaults_key_yaml_reads_as_no_name_is_refused_with_its_line(tmp_path,
     """issue 41: `yes: 1` in a role's defaults.yml was reported as an unknown variable "True", without a line."""
     user_role(tmp_path / "roles", "odd", defaults=defaults)
     searchpath.use(inventory_in(tmp_path))
-    try:
-        with pytest.raises(InventoryError, match=said):
-            roles.defaults()
-    finally:
-        searchpath.use()
+    with pytest.raises(InventoryError, match=said):
+        roles.defaults()
