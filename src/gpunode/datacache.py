@@ -15,10 +15,11 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from gpunode import durable
 
 
 def folder() -> Path:
@@ -53,19 +54,10 @@ def put(key: str, name: str, value: Any) -> None:
         return  # a value JSON has no form for (a YAML date): parsed each time
     if json.loads(text)["value"] != value:
         return  # a value JSON would change (a key that is no string): likewise
-    where, tmp = folder(), ""
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=f".{key}.{name}.", suffix=".new")
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
-        os.replace(tmp, where / f"{key}.{name}.json")  # atomic: a reader sees the whole entry or none
-    except OSError:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        return
-    _prune(where, key, name)
+    where = folder()
+    with contextlib.suppress(OSError):  # a cache dir that cannot be written only costs the next run the parse
+        durable.write_atomic(where / f"{key}.{name}.json", text.encode())  # a reader sees the whole entry or none
+        _prune(where, key, name)
 
 
 #: An entry of another text or code of the same table, untouched this long, is removed when a new one

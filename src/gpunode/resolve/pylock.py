@@ -13,11 +13,11 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpunode import durable
 from gpunode.errors import InventoryError
 from gpunode.resolve import versions
 from gpunode.resolve.kb import Pinset
@@ -148,17 +148,8 @@ def _cached(key: str) -> tuple[str, tuple[Locked, ...]] | None:
 def _store(key: str, lock: Lock) -> None:
     doc = {"key": key, "inputs": lock.inputs,
            "packages": [[p.name, p.version, p.hashes, p.where] for p in lock.packages]}
-    folder, tmp = cache_dir(), ""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.", suffix=".new")
-        with os.fdopen(fd, "w") as out:
-            json.dump(doc, out)
-        os.replace(tmp, folder / f"{key}.json")  # atomic: a reader sees the whole entry or none
-    except OSError:
-        if tmp:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)  # a read-only or full cache dir only costs the next run the parse
+    with contextlib.suppress(OSError):  # a read-only or full cache dir only costs the next run the parse
+        durable.write_atomic(cache_dir() / f"{key}.json", json.dumps(doc).encode())
 
 
 def find(p: Pinset, machine: str, python: str, root: Path = ROOT) -> Lock | None:
