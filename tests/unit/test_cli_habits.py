@@ -117,6 +117,13 @@ def test_dry_before_the_task_as_pyinfra_places_it_says_where_it_goes(tmp_path):
     assert "gpunode provision --dry" in done.stderr and "--check" not in done.stderr
 
 
+def test_a_task_option_before_the_task_is_placed_after_the_task_named_and_nowhere_else(tmp_path):
+    done = gpunode("--forks", "3", "status", cwd=tmp_path)
+    assert done.returncode == 2 and "hint: `gpunode status --forks ...`" in done.stderr, done.stderr
+    after = gpunode("status", "--check", cwd=tmp_path)  # after the task: the task has no such option
+    assert after.returncode == 2 and "error: no option --check here" in after.stderr, after.stderr
+
+
 def test_list_hosts_user_and_become_as_ansible_playbook(tmp_path, capsys, monkeypatch):
     inv = site(tmp_path)
     (inv / "hosts.yml").write_text(INVENTORY + "  box:\n    address: 127.0.0.1\n    port: 1\n")

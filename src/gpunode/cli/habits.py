@@ -27,9 +27,6 @@ ALIASES = {
     "--parallel": "--forks",     # pyinfra's
 }
 
-#: gpunode's spellings of the aliases that belong to a task, not to the program (--check, --only, ...).
-_TASK_OPTIONS = {"--check", "--only", "--set", "--forks"}
-
 #: Known elsewhere, not here: what to use instead.
 REFUSED = {
     "-R": "gpunode has no -R; its dry run is -C/--check (pyinfra's --dry works too)",
@@ -132,10 +129,15 @@ def _tasks() -> dict[str, bool]:
 
 #: What translate rewrote, gpunode's spelling -> the user's, so that a refusal quotes what was typed.
 typed_as: dict[str, str] = {}
+#: The flags typed before any task's name (as gpunode spells them): there, only the program's own are known.
+before_task: set[str] = set()
+#: The task the user named first, if any: the one a hint puts a misplaced flag after.
+named_task: list[str] = []
 
 
 def translate(argv: list[str]) -> list[str]:
     """argv with the ALIASES spelled as gpunode spells them (up to a `--`, after which it is data)."""
+    tasks = _tasks()
     out: list[str] = []
     for i, token in enumerate(argv):
         if token == "--":
@@ -143,8 +145,24 @@ def translate(argv: list[str]) -> list[str]:
         name, eq, value = token.partition("=")
         if name in ALIASES:
             typed_as[ALIASES[name]] = name
-        out.append(ALIASES[name] + eq + value if name in ALIASES else token)
+            name = ALIASES[name]
+        if token in tasks:
+            named_task[:] = [token]
+            tasks = {}  # past the first task's name: its options follow
+        elif tasks and token.startswith("-"):
+            before_task.add(name)
+        out.append(name + eq + value if token.startswith("-") else token)
     return out
+
+
+def _task_taking(flag: str) -> str | None:
+    """The task the user named, else provision, else the first task, that takes this option: a flag typed
+    before the task belongs after it."""
+    takers = [name for name in _tasks() if tree is not None
+              for arg in tree[name].get_arguments()
+              if flag in {("--" if len(n) > 1 else "-") + n.replace("_", "-") for n in arg.names}]
+    preferred = [t for t in (*named_task, "provision") if t in takers]
+    return (preferred or takers)[0] if takers else None
 
 
 def refusal(message: str) -> str | None:
@@ -157,9 +175,10 @@ def refusal(message: str) -> str | None:
         return f"error: no task {name!r}\nhint: `{program} --list` lists the tasks"
     if name in REFUSED:
         return f"error: {name}: {REFUSED[name]}"
-    if name in _TASK_OPTIONS:
+    task = _task_taking(name) if name in before_task else None
+    if task is not None:
         # pyinfra takes --dry before its arguments (`pyinfra --dry INVENTORY DEPLOY`); gpunode's tasks own it
         typed = typed_as.get(name, name)
         return (f"error: {typed} is an option of the task, not of {program}: put it after the task's name\n"
-                f"hint: `{program} provision {typed} ...`")
+                f"hint: `{program} {task} {typed} ...`")
     return f"error: no option {name} here\nhint: `gpunode --help TASK` lists a task's options"
