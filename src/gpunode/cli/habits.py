@@ -137,7 +137,7 @@ named_task: list[str] = []
 
 def translate(argv: list[str]) -> list[str]:
     """argv with the ALIASES spelled as gpunode spells them (up to a `--`, after which it is data)."""
-    tasks = _tasks()
+    tasks = set(tree.task_names) if tree is not None else set()  # names only: every command passes here
     out: list[str] = []
     for i, token in enumerate(argv):
         if token == "--":
@@ -148,7 +148,7 @@ def translate(argv: list[str]) -> list[str]:
             name = ALIASES[name]
         if token in tasks:
             named_task[:] = [token]
-            tasks = {}  # past the first task's name: its options follow
+            tasks = set()  # past the first task's name: its options follow
         elif tasks and token.startswith("-"):
             before_task.add(name)
         out.append(name + eq + value if token.startswith("-") else token)
