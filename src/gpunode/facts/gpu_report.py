@@ -231,9 +231,18 @@ def _cut(text: str, fmt: str) -> str:
     or on a GPU's name line, which may be cut inside the name ("NVIDIA B3" of "NVIDIA B300 SXM6 AC");
     "" when it goes on past them."""
     if not re.search(_GPU_KEY[fmt], text, re.M):
+        if fmt == CHECK_ENV and re.search(r"CUDA available: \S+ GPU [\d,]+: \S", text):
+            # a paste that lost its line breaks: "... CUDA available: True GPU 0: NVIDIA GB10 GPU 0 Compute ..."
+            return ("its GPUs line by line: the report's lines were joined into one (the paste lost its line "
+                    "breaks), so where a GPU's name ends cannot be told")
         return "its GPUs: the report ends before its GPU list (it was cut off)"
     lines = [line for line in text.splitlines() if line.strip()]
     last = lines[-1] if lines else ""
+    if len(lines) > 1 and re.match(r"^[ \t]*GPU(?: [\d,]*)?:?[ \t]*$", last) and \
+            re.match(r"^[ \t]*(?:GPU models and configuration\s*:\s*)?GPU [\d,]+: \S", lines[-2]):
+        # "GPU 0: NVIDIA A100-SXM4-80GB" then "GPU": cut inside the list, so the GPUs after it are missing
+        return (f"all its GPUs: the report is cut off inside its GPU list ({last.strip()!r} after "
+                f"{lines[-2].strip()!r}), so GPUs after those shown are missing")
     m = re.match(r"^[ \t]*(?:GPU models and configuration\s*:\s*)?GPU ([\d,]+): \S", last)
     if m:
         index = m.group(1).split(",")[-1]
