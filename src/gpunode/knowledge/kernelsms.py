@@ -4,15 +4,30 @@ released wheels by gpunode.knowledge.fatbin. Generated, never edited by hand:
     python -m gpunode.knowledge.kernelsms            # download the pinned kernel wheels, rewrite the file
     python -m gpunode.knowledge.kernelsms --check    # exit 1 and show the difference when it is stale
 
-tests/test_kernel_sms.py re-derives it from the wheels (slow, needs PyPI). The resolver reads it
-through gpunode.resolve.kernels: a GPU no pinned kernel has code for is refused with that fact.
+The resolver reads it through gpunode.resolve.kernels: a GPU no pinned kernel has code for is
+refused with that fact.
+
+What was read is recorded beside it (compat/derived/kernel_sms-read.json, written by the same run):
+each wheel's file name and sha256, the digest of the reader's code (this file and fatbin.py, less
+docstrings) and a seal over those and the bytes of kernel_sms.yml. A wheel's sha256 names its bytes
+and the reader is deterministic, so while every pinned wheel's sha256 in the locks (compat/locks) is
+the one recorded and the reader's code is unchanged, reading the wheels again gives the same file:
+tests/test_kernel_sms.py then downloads nothing (about 2.2 GB otherwise). `unread()` says which
+wheels must be read again: a kernel the locks pin at a wheel not recorded (a lock or pin set
+changed), one no lock lists, or every one when the reader changed. A record edited by hand no
+longer matches its seal.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
+import json
+import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +35,19 @@ import yaml
 
 from gpunode import yamlsrc
 from gpunode.errors import GpunodeError
+from gpunode.judge.record import code_digest
 from gpunode.knowledge import fatbin
 
 COMPAT = Path(__file__).resolve().parents[1] / "compat"
 FILE = COMPAT / "kernel_sms.yml"
+READ = COMPAT / "derived" / "kernel_sms-read.json"
+LOCKS = COMPAT / "locks"
+SCHEMA = "gpunode.kernel-sms-read/1"
+# The code whose output kernel_sms.yml is: a change to either re-reads every wheel.
+READER = (Path(__file__), Path(fatbin.__file__))
+# This file's functions that keep the record (not the reader's): left out of the reader's digest.
+RECORD_CODE = ("cache", "key", "reader_digest", "sha256", "locked", "seal", "render_read", "load_read", "sealed",
+               "unread", "main", "_has_pip")
 # pip's platform tags of the machines pinsets.yml names (sglang-kernel ships manylinux2014 wheels,
 # vllm manylinux_2_35 ones).
 PLATFORMS = {"x86_64": ("manylinux2014_x86_64", "manylinux_2_35_x86_64"),
@@ -40,7 +64,8 @@ HEADER = """\
 # `core` is the library every server loads (common_ops / vllm._C); a GPU runs SASS of its own
 # major with a minor no higher than its own, or PTX of a lower version; with neither in `core`
 # the engine cannot start on it.
-# tests/test_kernel_sms.py re-derives this file from the wheels and fails on drift.
+# compat/derived/kernel_sms-read.json records which wheel (sha256) each entry was read from;
+# tests/test_kernel_sms.py re-reads the wheels the locks pin at another sha256 and fails on drift.
 """
 
 
@@ -92,11 +117,104 @@ def derive(package: str, wheel: Path) -> dict[str, Any]:
             "libraries": {name: [c.name for c in sorted(found)] for name, found in sorted(codes.items())}}
 
 
-def table(folder: Path) -> dict[str, Any]:
+def table(folder: Path, only: list[tuple[str, str, str]] | None = None,
+          wheels: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+    """Every wanted kernel's entry, read from its wheel (downloaded into `folder`); with `only`, those
+    read and the rest taken from kernel_sms.yml. `wheels`, when given, gets key -> {wheel, sha256}
+    of each wheel read."""
     out: dict[str, Any] = {}
+    recorded = table_recorded() if only is not None else {}
     for package, version, machine in wanted():
-        out.setdefault(package, {}).setdefault(version, {})[machine] = derive(
-            package, download(package, version, machine, folder))
+        if only is not None and (package, version, machine) not in only:
+            out.setdefault(package, {}).setdefault(version, {})[machine] = recorded[package][version][machine]
+            continue
+        wheel = download(package, version, machine, folder)
+        out.setdefault(package, {}).setdefault(version, {})[machine] = derive(package, wheel)
+        if wheels is not None:
+            wheels[key(package, version, machine)] = {"wheel": wheel.name, "sha256": sha256(wheel)}
+    return out
+
+
+def cache() -> Path:
+    """Where the test and `python -m gpunode.knowledge.kernelsms --cache` keep the kernel wheels."""
+    return Path(os.environ.get("GPUNODE_WHEEL_CACHE") or Path.home() / ".cache" / "gpunode" / "kernel-wheels")
+
+
+def key(package: str, version: str, machine: str) -> str:
+    return f"{package}=={version} {machine}"
+
+
+def reader_digest() -> str:
+    """The digest of the reader's code: fatbin.py and this file less the record's own functions
+    (RECORD_CODE: they decide which wheels are read, not what reading one gives)."""
+    def code(path: Path) -> str:
+        tree = ast.parse(path.read_text())
+        if path == Path(__file__):
+            tree.body = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name in RECORD_CODE)]
+        return code_digest(ast.unparse(tree))
+    return hashlib.sha256("".join(f"{p.name}\0{code(p)}\0" for p in READER).encode()).hexdigest()
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def locked(locks: Path = LOCKS) -> dict[str, dict[str, str]]:
+    """key(package, version, machine) -> {wheel file name: sha256} of every wheel of that release for
+    that machine that a lock under `locks` lists (a lock file is pylock.<machine>-pyXY.toml)."""
+    want = {(p, v): m for p, v, m in wanted()}
+    out: dict[str, dict[str, str]] = {}
+    for lock in sorted(locks.glob("*/pylock.*.toml")):
+        machine = lock.name.split(".")[1].split("-")[0]
+        for pkg in tomllib.loads(lock.read_text())["packages"]:
+            if (pkg["name"], str(pkg["version"])) not in want:
+                continue
+            for w in pkg.get("wheels", []):
+                out.setdefault(key(pkg["name"], str(pkg["version"]), machine), {})[
+                    w["url"].rsplit("/", 1)[-1]] = w["hashes"]["sha256"]
+    return out
+
+
+def seal(reader: str, wheels: dict[str, dict[str, str]], text: str) -> str:
+    body = json.dumps({"reader": reader, "wheels": wheels, "file": hashlib.sha256(text.encode()).hexdigest()},
+                      sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def render_read(wheels: dict[str, dict[str, str]], text: str) -> str:
+    """The record of what `text` (kernel_sms.yml) was read from: wheels is key -> {wheel, sha256}."""
+    reader = reader_digest()
+    return json.dumps({"schema": SCHEMA, "written by": "python -m gpunode.knowledge.kernelsms; do not edit, "
+                       "an edited record no longer matches its seal", "reader": reader, "wheels": wheels,
+                       "seal": seal(reader, wheels, text)}, indent=1, sort_keys=True) + "\n"
+
+
+def load_read(path: Path | None = None) -> dict[str, Any]:
+    path = path or READ
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return data
+
+
+def sealed(read: dict[str, Any], text: str) -> bool:
+    """Whether the record matches its seal and `text` (kernel_sms.yml's bytes): written by the reader."""
+    return bool(read.get("seal")) and read["seal"] == seal(read.get("reader", ""), read.get("wheels") or {}, text)
+
+
+def unread(read: dict[str, Any], locks: dict[str, dict[str, str]]) -> list[tuple[str, str, str]]:
+    """The (package, version, machine) whose wheels must be read again: every one when the reader's
+    code changed; else those not recorded, those no lock lists (nothing to check the record against),
+    and those whose recorded wheel is not one the locks list at the recorded sha256."""
+    if read.get("reader") != reader_digest():
+        return wanted()
+    out = []
+    for p, v, m in wanted():
+        got, lock = (read.get("wheels") or {}).get(key(p, v, m)), locks.get(key(p, v, m))
+        if not got or not lock or lock.get(got.get("wheel", "")) != got.get("sha256"):
+            out.append((p, v, m))
     return out
 
 
@@ -110,18 +228,26 @@ def render(data: dict[str, Any]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    with tempfile.TemporaryDirectory() as tmp:
-        text = render(table(Path(tmp)))  # about 3 GB of wheels: not kept
+    wheels: dict[str, dict[str, str]] = {}
+    if "--cache" in argv:  # the test's cache: the wheels are kept for the next run
+        text = render(table(cache(), wheels=wheels))
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            text = render(table(Path(tmp), wheels=wheels))  # about 2.2 GB of wheels: not kept
+    read = render_read(wheels, text)
     if "--check" in argv:
-        if FILE.read_text() != text:
+        if FILE.read_text() != text or load_read() != json.loads(read):
             import difflib
 
             sys.stdout.writelines(difflib.unified_diff(FILE.read_text().splitlines(True), text.splitlines(True),
                                                        str(FILE), "derived from the wheels"))
+            if FILE.read_text() == text:
+                print(f"{READ} does not record the wheels read (their sha256) or the reader's code")
             return 1
         return 0
     FILE.write_text(text)
-    print(f"wrote {FILE}")
+    READ.write_text(read)
+    print(f"wrote {FILE} and {READ}")
     return 0
 
 
