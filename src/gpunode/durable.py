@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +38,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         mode = path.stat().st_mode & 0o7777
+    import tempfile  # here: tempfile imports random (~4 ms of every command's start, issue 45)
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -11,8 +11,10 @@ from __future__ import annotations
 import functools
 import re
 import shlex
+import sys
 from collections.abc import Iterable, Sequence
-from importlib import resources
+from importlib import import_module
+from pathlib import Path
 
 # shlex.quote is exactly the quoting wanted: words of [A-Za-z0-9_@%+=:,./-] stay bare (re.ASCII,
 # and a trailing newline is quoted), anything else goes in single quotes with ' written '"'"'.
@@ -26,6 +28,14 @@ def join(argv: Sequence[str]) -> str:
     return shlex.join(str(a) for a in argv)
 
 
+def package_dir(package: str) -> Path:
+    """The folder of gpunode's own `package`, where its data files lie beside its modules. Not
+    importlib.resources.files(): its reader imports zipfile (~9 ms of every command's start, issue 45)
+    for packages that a wheel always installs as plain folders."""
+    module = sys.modules.get(package) or import_module(package)
+    return Path(next(iter(module.__path__)))
+
+
 @functools.cache
 def script(package: str, name: str) -> str:
     """The text of the shell script `name` that lies beside the modules of `package`, e.g.
@@ -33,7 +43,7 @@ def script(package: str, name: str) -> str:
     them (CI) and the wheel carries them; they still travel as `sh -c TEXT sh ARGS`, so nothing
     is installed on the target for them. The file's leading comments (the shellcheck directive, what
     the script takes) stay home: the text starts at its first command."""
-    lines = resources.files(package).joinpath(name).read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = package_dir(package).joinpath(name).read_text(encoding="utf-8").splitlines(keepends=True)
     start = next((i for i, line in enumerate(lines) if line.strip() and not line.startswith("#")), len(lines))
     return "".join(lines[start:])
 

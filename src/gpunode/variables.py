@@ -21,13 +21,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from gpunode import searchpath, yamlsrc
 from gpunode.errors import InventoryError, preview
 from gpunode.secrets import SECRET_HOME, holds_secret, is_secret_name
+from gpunode.shell import package_dir
 from gpunode.vartypes import MORE, SIMPLE, Bad, checker, describe
 
 # (who reads them, package, file) beside the roles' own types.yml
@@ -51,7 +51,7 @@ def _read(package: str, *parts: str) -> dict[str, str]:
     # found from gpunode's own folder: files("gpunode.resolve") would import the resolver and its
     # knowledge base (~1 s) into `gpunode status`, which checks the variables and makes no plan
     top, *below = package.split(".")
-    resource = files(top).joinpath(*below, *parts)
+    resource = package_dir(top).joinpath(*below, *parts)
     return dict(yamlsrc.table(resource.read_text()) or {}) if resource.is_file() else {}
 
 

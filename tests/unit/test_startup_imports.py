@@ -87,9 +87,13 @@ def test_what_status_imports_loads_no_resolver_and_no_templates():
 
 
 #: What the provision path imports, measured 2026-12-07 (docs/bench-results/startup.md): 648 modules
-#: (647 at bf37745). A no-op re-run needs SSH, the resolver and every role, so the count hardly moved;
-#: the bound catches a heavy import added to that path (the wheel tooling, the judge, a UI library).
-PROVISION_MODULES = 680
+#: (647 at bf37745), 633 once rich.progress, uuid (platform) and importlib.resources' readers were left
+#: out of it. A no-op re-run needs SSH, the resolver and every role; the bound catches a heavy import
+#: added to that path (the wheel tooling, the judge, a UI library).
+PROVISION_MODULES = 650
+#: Loaded only where they are used, not by every provision: a progress bar (drawn on a terminal, when a
+#: long step runs), uuid (its platform import), the package readers of importlib.resources (zipfile).
+NOT_ON_THE_NO_OP = ("rich.progress", "uuid", "platform", "importlib.readers")
 
 
 def test_the_provision_path_stays_within_its_module_count():
@@ -116,3 +120,4 @@ def test_the_provision_path_stays_within_its_module_count():
     assert not [m for m in modules
                 if m.startswith(("gpunode.judge", "gpunode.knowledge.refresh", "gpunode.knowledge.wheelregistry"))]
     assert len(modules) <= PROVISION_MODULES, f"{len(modules)} modules (bound {PROVISION_MODULES})"
+    assert [m for m in NOT_ON_THE_NO_OP if m in modules] == []

@@ -11,10 +11,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
 
 from gpunode.engine.events import Progress as ProgressEvent
 from gpunode.engine.events import Start, TargetRecap
@@ -71,6 +72,10 @@ class LiveLines:
 
     def _task(self, target: str, text: str) -> TaskID:
         if self._progress is None:
+            # here, not at the top: a run that is piped, or shows no line, never draws one (rich.progress
+            # and rich.table, ~11 ms of every provision's start, issue 45)
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(bar_width=24),
                                       TextColumn("{task.fields[amount]}"), TimeElapsedColumn(),
                                       console=self.console, transient=True)

@@ -12,9 +12,9 @@ because the earlier change may already have done its work.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,7 +33,8 @@ DEFAULT_STATE_DIR = "/var/lib/gpunode"
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    # os.urandom, not uuid4: uuid imports platform (~4 ms of every provision's start, issue 45)
+    return time.strftime("%Y%m%d-%H%M%S-") + os.urandom(3).hex()
 
 
 def _message(exc: BaseException) -> str:
