@@ -86,6 +86,24 @@ def test_what_status_imports_loads_no_resolver_and_no_templates():
     assert "jinja2" not in modules  # status renders no template
 
 
+def test_the_whole_status_command_loads_no_resolver_and_no_templates(tmp_path):
+    # the real task, to the round trip: a host whose port answers nothing, so status says UNREACHABLE
+    # having imported all it needs. The resolver came in through fleet.endpoint (the client key's
+    # name), which the list of status's imports above did not name (issue 45).
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    (tmp_path / "hosts.yml").write_text(f"hosts:\n  far:\n    address: 127.0.0.1\n    port: {port}\n"
+                                        "    user: root\n    containers:\n      200: {}\n")
+    out, modules = cli("status", "--host", "far", "--ct", "200", "--sample", "0", "-i", str(tmp_path))
+    assert "far/200: UNREACHABLE" in out
+    assert "gpunode.fleet.status" in modules and "paramiko" in modules  # it went as far as the trip
+    assert [m for m in modules if m == "gpunode.resolve" or m.startswith("gpunode.resolve.")] == []
+    assert "jinja2" not in modules
+
+
 #: What the provision path imports, measured 2026-12-07 (docs/bench-results/startup.md): 648 modules
 #: (647 at bf37745), 633 once rich.progress, uuid (platform) and importlib.resources' readers were left
 #: out of it. A no-op re-run needs SSH, the resolver and every role; the bound catches a heavy import

@@ -17,12 +17,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpunode import listen
 from gpunode.errors import InventoryError
 from gpunode.inventory import Target
-from gpunode.resolve.plan import Plan
+
+if TYPE_CHECKING:  # `gpunode status` imports this module for the client key's path: the resolver stays out
+    from gpunode.resolve.plan import Plan
 
 FLEET_UNIT = "gpunode-fleet-router.service"
 ENV_FILE = "/etc/gpunode/fleet-router.env"
