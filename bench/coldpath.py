@@ -4,7 +4,7 @@
     python bench/coldpath.py --local --wheelhouse DIR   # this machine: python3 -m venv must work; uv from
                                                         # PATH or DIR's uv wheel; DIR holds the router lock's wheels
 
-Two things a first provision pays for, each timed on the target by the commands gpunode runs:
+What a first provision pays for, each timed on the target by the commands gpunode runs:
 
 - making a venv: the Venv step's first command with engine_installer pip, `python3 -m venv` (pip
   seeded into it: what every venv cost before), against the one with uv, `uv venv` (now);
@@ -12,7 +12,10 @@ Two things a first provision pays for, each timed on the target by the commands 
   `uv pip install --require-hashes --no-deps` of the router's lock, the import check, the
   manifest), with the venv made by `python3 -m venv` (before) and by `uv venv` (now), and with
   engine_installer pip (python3 -m venv, pip install) for reference; each command's time is
-  printed for "now", so it says where the time goes.
+  printed for "now", so it says where the time goes;
+- the tools venv (the base role's uv), from the wheelhouse: before, `python3 -m venv` (pip seeded) and
+  `pip install uv` (installer pip); now, uv unpacked from its own wheel makes the venv and installs
+  uv into it (Venv.uv_from_wheel, issue 45). `--tools-only` times only this.
 
 The cases alternate for --rounds rounds and the medians are compared, so that a busy neighbour
 slows all alike; ratio = before's time / this time (above 1: faster than before).
@@ -91,11 +94,49 @@ def run_step(t, step: Venv, create: list[str] | None, parts: dict[str, list[floa
     return total
 
 
+def cleanup(t, installed: list[str], prep: list[str], session) -> None:
+    t.run(["rm", "-rf", WORK])
+    if installed:
+        t.run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-qq", "-y", *installed])
+    if "lists" in {line[2:] for line in prep}:
+        t.run(["find", "/var/lib/apt/lists", "-maxdepth", "1", "-type", "f", "-delete"])
+    if session is not None:
+        session.close()
+
+
+def tools_rows(t, args, facts: dict[str, str]) -> None:
+    """The base role's tools venv made both ways, alternating; by the step's own commands (the
+    before's uv on PATH is not used: installer pip never calls it)."""
+    from gpunode import roles
+
+    requirement = roles.defaults()["base_uv_requirement"]
+    common = dict(path=f"{WORK}/tools", requirements=[requirement], no_index=True, find_links=[args.wheelhouse],
+                  python="python3", verify=[["uv", "--version"]])
+    steps = {"before: python3 -m venv + pip install": Venv(**common),
+             "now: uv from its wheel (uv venv + uv pip)": Venv(**common, installer="uv", uv_from_wheel=True)}
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    parts: dict[str, list[float]] = {}
+    for _ in range(args.rounds):
+        for name, step in steps.items():
+            times[name].append(run_step(t, step, None, parts if name.startswith("now") else None))
+    m = {k: statistics.median(v) for k, v in times.items()}
+    before = m["before: python3 -m venv + pip install"]
+    print(f"target: {t.name} (python {facts['python']}, {facts['machine']}); the tools venv ({requirement}, "
+          f"wheelhouse {args.wheelhouse}); medians of {args.rounds} alternating rounds; ratio = before's time / "
+          "this time; each way is 4 commands (4 round trips): make, install, verify, manifest")
+    for name, took in m.items():
+        print(f"  {name:<45}: {took:8.3f} s  ratio {before / took:6.2f}")
+    print("  now, by command:")
+    for what, took_all in parts.items():
+        print(f"    {what:<43}: {statistics.median(took_all):8.3f} s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     bench_target.add_arguments(ap)
     ap.add_argument("--wheelhouse", default="/mnt/lab/wheels/cpu", help="on the target; '' installs from PyPI")
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds; medians are compared")
+    ap.add_argument("--tools-only", action="store_true", help="only the tools venv (pip's vs uv from its wheel)")
     args = ap.parse_args()
 
     t, session = bench_target.open_target(args)
@@ -103,6 +144,12 @@ def main() -> None:
                     timeout=900).stdout.splitlines()
     facts = dict(line[2:].split(" ", 1) for line in prep if line.startswith("@@") and " " in line)
     installed = [line.split(" ", 1)[1] for line in prep if line.startswith("@@pkg ")]
+    if args.tools_only:
+        try:
+            tools_rows(t, args, facts)
+        finally:
+            cleanup(t, installed, prep, session)
+        return
     kb = load.load()
     lock = pylock.find(kb.pinset("router-sglang-router"), facts["machine"], facts["python"])
     if lock is None:
@@ -127,13 +174,7 @@ def main() -> None:
             whole["now"].append(run_step(t, uv_step, None, parts))
             whole["pip"].append(run_step(t, pip_step, None, None))
     finally:
-        t.run(["rm", "-rf", WORK])
-        if installed:
-            t.run(["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "purge", "-qq", "-y", *installed])
-        if "lists" in {line[2:] for line in prep}:
-            t.run(["find", "/var/lib/apt/lists", "-maxdepth", "1", "-type", "f", "-delete"])
-        if session is not None:
-            session.close()
+        cleanup(t, installed, prep, session)
     m = {k: statistics.median(v) for k, v in made.items()}
     w = {k: statistics.median(v) for k, v in whole.items()}
     print(f"target: {t.name} (python {facts['python']}, {facts['machine']}); medians of {args.rounds} "

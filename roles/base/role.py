@@ -24,8 +24,12 @@ def build(ctx: RoleContext) -> list[RolePlan]:
     steps += [Directory(path=d) for d in v["base_dirs"]]
     if v["base_uv"]:
         wheelhouse = v.get("wheelhouse") or ""
+        # From a wheelhouse, uv's own wheel makes the tools venv and installs uv into it: no
+        # `python3 -m venv` seeding pip (seconds) and no pip install (issue 45). From an index, pip
+        # fetches it, as before. Either way the same spec: a venv made one way is a no-op the other.
         steps.append(Venv(path=TOOLS, requirements=[v["base_uv_requirement"]], no_index=bool(wheelhouse),
                           find_links=[wheelhouse] if wheelhouse else [], python="python3",
+                          installer="uv" if wheelhouse else "pip", uv_from_wheel=bool(wheelhouse),
                           verify=[["uv", "--version"]], label="uv (tools venv)",
                           on_progress=ctx.progress_for("tools", "packages"), on_line=ctx.output))
         steps.append(Symlink(path="/usr/local/bin/uv", target=f"{TOOLS}/bin/uv"))

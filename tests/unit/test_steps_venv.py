@@ -221,3 +221,65 @@ def test_pip_as_the_installer_still_gets_a_venv_with_pip(tmp_path, wheelhouse):
     step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], installer="pip", verify=[["python", "-m", "pip", "check"]])
     step.apply(LocalTransport())
     assert "\nversion = " in (tmp_path / "venvs/set-a/pyvenv.cfg").read_text()
+
+
+def uv_wheel(folder: Path, uv: Path, version: str, tag: str) -> Path:
+    """uv's wheel as PyPI ships it: the binary under uv-VERSION.data/scripts/, no Python package."""
+    import base64
+    import hashlib
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    dist = f"uv-{version}.dist-info"
+    files = {f"uv-{version}.data/scripts/uv": uv.read_bytes(),
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: uv\nVersion: {version}\n".encode(),
+             f"{dist}/WHEEL": (f"Wheel-Version: 1.0\nGenerator: gpunode-tests\nRoot-Is-Purelib: false\n"
+                               f"Tag: {tag}\n").encode()}
+    record = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b'=').decode()},{len(b)}"
+              for p, b in files.items()] + [f"{dist}/RECORD,,"]
+    files[f"{dist}/RECORD"] = ("\n".join(record) + "\n").encode()
+    out = folder / f"uv-{version}-{tag}.whl"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:  # stored: 38 MB written, not compressed
+        for path, data in files.items():
+            zf.writestr(path, data)
+    return out
+
+
+REAL_UV = Path(sys.executable).with_name("uv")
+
+
+@pytest.mark.skipif(not REAL_UV.is_file() or os.uname().machine != "x86_64", reason="uv beside this Python (x86_64)")
+def test_the_tools_venv_is_made_by_uv_from_its_wheel_without_pip(tmp_path):
+    version = os.popen(f"{REAL_UV} --version").read().split()[1]
+    house = tmp_path / "wheels"
+    uv_wheel(house, REAL_UV, "0.0.1", "py3-none-manylinux_2_17_x86_64")  # another version: not this one
+    uv_wheel(house, REAL_UV, version, "py3-none-musllinux_1_1_x86_64")  # the same, but for musl: a glibc
+    uv_wheel(house, REAL_UV, version, "py3-none-manylinux_2_17_x86_64")  # target takes the manylinux one
+    t = LocalTransport()
+    tools = tmp_path / "opt/gpunode/tools"
+    env_path = f"PATH={tools}/bin:/usr/bin:/bin"  # no uv on the target's PATH: this venv is what brings it
+    step = Venv(path=str(tools), requirements=[f"uv=={version}"], no_index=True, find_links=[str(house)],
+                installer="uv", uv_from_wheel=True, verify=[["uv", "--version"]])
+    assert all(c.argv[0] != "uv" and "-m" not in c.argv[:4] for c in step.commands())  # no uv on PATH, no pip
+    step.apply(t)
+    assert t.run(["env", env_path, "uv", "--version"]).stdout.split()[:2] == ["uv", version]
+    site = next(tools.glob("lib/python3*/site-packages"))
+    assert sorted(p.name for p in site.iterdir() if p.name != "__pycache__") == [f"uv-{version}.dist-info"]
+    assert not (tools / "bin/pip").exists() and not (tmp_path / "opt/gpunode/tools.uv-wheel").exists()
+    assert isinstance(_check(step, t), NoChange)
+    # the same venv, as pip made it before (same spec): nothing to do; and made again, it uses its own uv
+    assert step.spec_hash() == Venv(path=str(tools), requirements=[f"uv=={version}"], no_index=True,
+                                    find_links=[str(house)], verify=[["uv", "--version"]]).spec_hash()
+    (tools / "gpunode-lock.json").unlink()  # an install cut off: made again from nothing, from the wheel
+    step.apply(t)
+    assert isinstance(_check(step, t), NoChange)
+
+
+def test_without_its_wheel_the_tools_venv_says_where_it_looked(tmp_path):
+    house = tmp_path / "wheels"
+    make_wheel(house, "gpn-extra", "2.0")
+    step = Venv(path=str(tmp_path / "tools"), requirements=["uv==0.13.9"], no_index=True, find_links=[str(house)],
+                installer="uv", uv_from_wheel=True)
+    with pytest.raises(StepError) as err:
+        step.apply(LocalTransport())
+    assert f"no uv wheel (version 0.13.9, {os.uname().machine}) in: {house}" in str(err.value)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,9 @@ _CREATE = ('if [ -f "$1/gpunode-lock.json" ]; then rm -f "$1/gpunode-lock.json";
            '[ -x "$1/bin/python" ] || { rm -rf "$1" && mkdir -p "$(dirname "$1")" && '
            'if [ "$3" = uv ]; then py=$(command -v "$2") || { echo "$2: not found" >&2; exit 127; }; '
            'uv venv -q --no-python-downloads --python "$py" "$1"; else "$2" -m venv "$1"; fi; }')
+# The venv that installs uv (uv_from_wheel): uv unpacked from its wheel makes it and installs into it.
+_CREATE_UV_WHEEL = shell.script("gpunode.steps", "venv_uv_wheel.sh")
+_UV_RUN = shell.script("gpunode.steps", "venv_uv_run.sh")
 
 # The manifest, written last (after the verification): the spec's hash ($2) and JSON (stdin) come
 # from here, the site-packages listing's hash and the time from the target itself, so the whole
@@ -91,6 +95,8 @@ class Venv(Step):
     + remove_after: packages to uninstall after (CUDA torchvision beside a CPU torch)
     + verify: argv lists run with the venv's bin first on PATH; each must exit 0
     + installer: "uv" (fast; needs uv on the target) or "pip"
+    + uv_from_wheel: uv is what this venv installs (the tools venv): uv comes out of its wheel in
+      find_links for the making and the install (installer uv; no pip, no python3 -m venv)
     + locked: the full lock's requirement lines with hashes (empty: install `requirements` unlocked)
     + lock: the lock's name and digest ("cu13-latest/pylock.x86_64-py312.toml@1a2b..."), kept in the manifest
     + unlocked_why: why no lock is used (said in the plan's line)
@@ -107,6 +113,7 @@ class Venv(Step):
     remove_after: list[str] = field(default_factory=list)
     verify: list[list[str]] = field(default_factory=list)
     installer: str = "pip"
+    uv_from_wheel: bool = False
     locked: list[str] = field(default_factory=list)
     lock: str = ""
     unlocked_why: str = ""
@@ -178,7 +185,11 @@ class Venv(Step):
                            timeout=self.timeout, **more)
 
         listed = f"{self.path}/{LOCKED}"
-        out = [run(shell.sh(_CREATE, self.path, self.python, self.installer), "creating the venv")]
+        if self.uv_from_wheel:
+            create = shell.sh(_CREATE_UV_WHEEL, self.path, self.python, self._uv_version(), *self.find_links)
+            out = [run(create, "creating the venv with uv from its wheel")]
+        else:
+            out = [run(shell.sh(_CREATE, self.path, self.python, self.installer), "creating the venv")]
         if self.replace:
             out.append(run(self._pip("uninstall", *self.replace), f"removing {', '.join(self.replace)}"))
         if self.locked:
@@ -209,13 +220,22 @@ class Venv(Step):
 
     def _pip(self, verb: str, *args: str) -> list[str]:
         py = f"{self.path}/bin/python"
-        if self.installer == "uv":
+        if self.installer == "uv" or self.uv_from_wheel:
             # From a wheelhouse, uv's cache would only duplicate it (GBs for a CUDA stack).
             extra = ["--python", py] + (["--offline", "--no-cache"] if self.no_index else [])
-            return ["uv", "pip", verb, *extra, *args]
+            uv = shell.sh(_UV_RUN, self.path) if self.uv_from_wheel else ["uv"]
+            return [*uv, "pip", verb, *extra, *args]
         if verb == "uninstall":
             return [py, "-m", "pip", "uninstall", "-y", "--disable-pip-version-check", *args]
         return [py, "-m", "pip", verb, "--disable-pip-version-check", "--no-input", *args]
+
+    def _uv_version(self) -> str:
+        """uv's pinned version, for its wheel's name (uv==0.13.9 -> 0.13.9); * when it is not pinned."""
+        for req in self.requirements:
+            name, sep, version = req.partition("==")
+            if sep and name.strip().lower() == "uv" and re.fullmatch(r"[0-9A-Za-z.]+", version.strip()):
+                return version.strip()
+        return "*"
 
     def _source_args(self) -> list[str]:
         args: list[str] = []
