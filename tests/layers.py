@@ -1,6 +1,6 @@
 """The layer contract: which part of gpunode may import which, read from the source (docs/architecture.md).
 
-Every module of src/gpunode, the shipped roles (roles/<name>/, imported as gpunode.roles.<name>) and
+Every module of src/gpunode, the shipped roles (roles/<name>/, counted as gpunode.roles.<name>, the roles layer) and
 the lab (lab/gpunode_lab) is read with Python's ast; every import counts, a function-local one too
 (an import inside a function still ties the two modules together), except one under
 `if TYPE_CHECKING:`, which never runs. tests/unit/test_layers.py holds the tree to it: no import

@@ -10,6 +10,10 @@ from pathlib import Path
 
 NODE = "lab"
 
+# -- the lab's own role (demo) and its templates: a user's folders, put on the search path where used --
+ROLES = Path(__file__).resolve().parent / "roles"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
 # -- state (removed by destroy) and cache (kept by destroy) --------------------
 STATE = Path("/var/lib/gpunode-lab")
 CACHE = Path("/var/cache/gpunode-lab")

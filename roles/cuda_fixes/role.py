@@ -10,6 +10,9 @@ from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import Directory, Symlink
 from gpunode.steps.trees import Absent, Overlay
 
+# Where this role runs (docs/extending.md): its fixes act on the engine venv.
+DEPENDS = ("engine",)
+
 # The other actions are handled elsewhere: pip_* in the engine venv, apt_install in base, env in the
 # plan's environment, manual as the plan's warning. The servers' JIT caches point at cuda_jit_cache
 # through the plan's env (resolve/toolkit.py jit_env); this role makes the folder.

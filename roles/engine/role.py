@@ -7,10 +7,14 @@ from gpunode.errors import InventoryError
 from gpunode.resolve.actions import PipInstall, PipUninstall
 from gpunode.resolve.plan import PlannedLock
 from gpunode.roles.context import RoleContext
-from gpunode.roles.engine.verify import installer as venv_installer
-from gpunode.roles.engine.verify import verify_commands
 from gpunode.steps.base import Step
 from gpunode.steps.venv import Venv
+
+from .verify import installer as venv_installer
+from .verify import verify_commands
+
+# Where this role runs (docs/extending.md): `--only engine` checks base is in place first.
+DEPENDS = ("base",)
 
 
 def packages(ctx: RoleContext, phase: str, kind: type[PipInstall | PipUninstall]) -> list[str]:

@@ -10,7 +10,6 @@ from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.listen import flag_value
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers import firewall
 from gpunode.steps.files import File
 from gpunode.steps.health import Endpoint, Ready
 from gpunode.steps.judge import EngineJudge, Judged
@@ -19,6 +18,12 @@ from gpunode.steps.secretfiles import curl_auth, router_home, server_home, stale
 from gpunode.steps.systemd import Service, UnitTemplate
 from gpunode.steps.unitfmt import env_text, exec_line, unit_path, unit_seconds, unit_text, unit_words
 from gpunode.steps.weights import STAGE_SCRIPT, stage_args
+
+from . import firewall
+
+# Where this role runs (docs/extending.md): the servers start from the engine venv, the fixes and the
+# staged weights.
+DEPENDS = ("engine", "cuda_fixes", "weights")
 
 UNIT_DIR = "/etc/systemd/system"
 STAGE_UNIT = "gpunode-stage-weights.service"

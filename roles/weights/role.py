@@ -10,6 +10,11 @@ from gpunode.steps import render
 from gpunode.steps.files import File
 from gpunode.steps.weights import STAGE_SCRIPT, StagedWeights
 
+# Where this role runs (docs/extending.md): after cuda_fixes too, the order runs have always had
+# (the recorded probe's name lists the roles in order, engine/recorded.py).
+DEPENDS = ("base",)
+AFTER = ("cuda_fixes",)
+
 
 def shm_space(ctx: RoleContext) -> tuple[int, int] | None:
     """(free, size) of /dev/shm from the facts, when the staged copy goes straight into it."""

@@ -26,29 +26,15 @@ PACKAGE = Path(__file__).resolve().parent
 CHECKOUT = PACKAGE.parent.parent if (PACKAGE.parent.parent / "pyproject.toml").is_file() else None
 
 
-_registered: dict[str, list[Path]] = {"roles": [], "templates": []}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 
-def register(kind: str, folder: Path) -> None:
-    """Add a package's own folder of `kind` after the shipped ones (the lab's demo role and its
-    templates: test support, not in the wheel). Its roles are found by name, never run by provision."""
-    folder = folder.resolve()
-    if folder not in _registered[kind]:
-        _registered[kind].append(folder)
-
-
 def shipped(kind: str) -> list[Path]:
-    """The shipped folders of `kind` ("roles" or "templates"): the package's, then the checkout's,
-    then the registered ones."""
+    """The shipped folders of `kind` ("roles" or "templates"): the package's, then the checkout's."""
     found = [PACKAGE / kind]
     if CHECKOUT is not None:
         found.append(CHECKOUT / kind)
-    return [p for p in (*found, *_registered[kind]) if p.is_dir()]
-
-
-def registered(kind: str) -> list[Path]:
-    return list(_registered[kind])
+    return [p for p in found if p.is_dir()]
 
 
 @dataclass(frozen=True)
@@ -130,12 +116,10 @@ def user_roles() -> dict[str, Path]:
     return out
 
 
-def shipped_roles(registered_too: bool = False) -> dict[str, Path]:
-    """name -> folder of every shipped role (the first shipped folder that has it), by name; with
-    registered_too, the registered folders' roles after them."""
-    roots = shipped("roles") if registered_too else [p for p in shipped("roles") if p not in _registered["roles"]]
+def shipped_roles() -> dict[str, Path]:
+    """name -> folder of every shipped role (the first shipped folder that has it), by name."""
     out: dict[str, Path] = {}
-    for root in roots:
+    for root in shipped("roles"):
         for sub in sorted(root.iterdir()):
             if (sub / "role.py").is_file():
                 out.setdefault(sub.name, sub)

@@ -76,14 +76,11 @@ def mapping_file(path: Path) -> dict[str, Any]:
 
 
 def _role_folders(product_only: bool) -> dict[str, Path]:
-    """name -> folder of every role on the search path: a user's replaces a shipped one of its name;
-    the registered ones (the lab's demo) last. product_only: the shipped roles alone."""
+    """name -> folder of every role on the search path: a user's replaces a shipped one of its name
+    (its types.yml then types its variables, the shipped one's none). product_only: the shipped roles alone."""
     out = searchpath.shipped_roles()
-    if product_only:
-        return out
-    out.update(searchpath.user_roles())
-    for name, where in searchpath.shipped_roles(registered_too=True).items():
-        out.setdefault(name, where)
+    if not product_only:
+        out.update(searchpath.user_roles())
     return out
 
 
@@ -134,11 +131,11 @@ def build(declared: list[tuple[str, str, dict[str, str]]]) -> dict[str, Variable
 
 def registry() -> dict[str, Variable]:
     """{name: Variable} over every role's types.yml and the other readers' declarations."""
-    return _registry(searchpath.current().roles, tuple(searchpath.registered("roles")))
+    return _registry(searchpath.current().roles)
 
 
 @cache
-def _registry(_user_roots: tuple, _registered: tuple) -> dict[str, Variable]:  # keyed on the search path
+def _registry(_user_roots: tuple) -> dict[str, Variable]:  # keyed on the search path
     return build(sources())
 
 

@@ -23,12 +23,13 @@ from gpunode.report import HumanReport
 from gpunode.transport import PctTransport, SshTransport
 from gpunode_lab import containers, paths
 from gpunode_lab.roles.demo.role import DEFAULTS, role
+from tests.demo_role import demo_on_path  # noqa: F401  (the demo's templates on the search path)
 from tests.lab.conftest import lab_settings
 from tests.lab.cut_helpers import CutDuringUpload
 from tests.lab.provision_helpers import fetch_inside
 from tests.unit.engine_helpers import Collect
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("demo_on_path")]
 
 VMID = 210  # not one of the lab's own containers: this module makes and removes it
 UNIT = DEFAULTS["demo_unit"]

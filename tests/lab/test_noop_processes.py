@@ -20,8 +20,9 @@ from gpunode.testing import Collect
 from gpunode.transport import LocalTransport, PctTransport
 from gpunode_lab import containers, paths
 from gpunode_lab.roles.demo.role import DEFAULTS, role
+from tests.demo_role import demo_on_path  # noqa: F401  (the demo's templates on the search path)
 
-pytestmark = pytest.mark.lab
+pytestmark = [pytest.mark.lab, pytest.mark.usefixtures("demo_on_path")]
 
 VMID = 213  # made and removed by this module
 

@@ -28,7 +28,7 @@ from gpunode.transport import SshTransport
 from gpunode_lab import paths
 from tests.lab.conftest import lab_settings
 from tests.lab.cut_helpers import CutDuringUpload
-from tests.lab.provision_helpers import fetch_inside
+from tests.lab.provision_helpers import cpu_inventory, fetch_inside, provision
 from tests.unit.engine_helpers import Collect
 
 pytestmark = pytest.mark.lab
@@ -132,3 +132,38 @@ def test_a_cut_mid_run_converges_and_teardown_removes_what_the_role_made(project
     left = ct.run(["sh", "-c", f"ls -d {UNIT_PATH} /etc/gpunode-node-metrics /var/lib/gpunode-node-metrics 2>&1; "
                    f"systemctl show -p LoadState --value {UNIT}"]).stdout
     assert left.count("No such file or directory") == 3 and left.rstrip().endswith("not-found")
+
+
+SITE_SERVERS = '''"""A site's own servers role: one file, nothing of the shipped role's."""
+from gpunode.engine import RolePlan
+from gpunode.steps.files import File
+
+
+def build(ctx):
+    return [RolePlan("servers", [File(path="/etc/gpunode-site-servers/note", content=ctx.vars["site_note"] + "\\n")])]
+'''
+
+
+def test_a_user_role_named_servers_replaces_the_shipped_one_wholly(lab, ct, tmp_path):
+    """`inv provision --check` with a roles/servers/ next to the inventory: the site's role runs where
+    the shipped one did, with its own variables, and nothing of the shipped one (no units, services,
+    readiness, nor its variables) is left."""
+    site = tmp_path / "site"
+    (site / "roles" / "servers").mkdir(parents=True)
+    (site / "roles" / "servers" / "role.py").write_text(SITE_SERVERS)
+    (site / "roles" / "servers" / "defaults.yml").write_text("# what the note says\nsite_note: hello\n")
+    (site / "roles" / "servers" / "types.yml").write_text("site_note: text\n")
+    inventory = cpu_inventory(site / "hosts.yml", VMID)
+
+    run = provision(inventory, VMID, "--check", "--set", "site_note=from the site", timeout=300)
+    assert run.rc == 0, run.explain()
+    steps = [(e["role"], e["step"]) for e in run.events if e.get("type") == "step"]
+    assert [r for r, _ in steps if r not in ("base", "engine", "cuda_fixes", "weights")] == ["servers"], steps
+    assert steps[-1] == ("servers", "file:/etc/gpunode-site-servers/note"), steps
+    assert not [s for _, s in steps if s.startswith(("unit:", "service:", "ready"))], steps
+    assert "from the site" in run.event("file:/etc/gpunode-site-servers/note").get("diff", ""), run.explain()
+
+    # the shipped role's variables went with it: one of them is now a name no role reads
+    refused = provision(inventory, VMID, "--check", "--set", "servers_start_timeout=60", timeout=120)
+    assert refused.rc == 2 and "servers_start_timeout" in refused.stderr and "not one gpunode knows" in \
+        refused.stderr, refused.explain()

@@ -52,7 +52,7 @@ def test_2_a_recorded_probe_that_hangs_is_ended_at_its_deadline_and_the_next_run
         box, inventory, monkeypatch):
     monkeypatch.setenv("GPUNODE_PROBE_DEADLINE", str(DEADLINE))
     # What the bad run of issue 29 recorded: its weights probe, a find -L over /dev/shm/.. (= /dev).
-    planted = f"{STATE}/probe-{recorded.key_for(list(roles.ORDER))}.sh"
+    planted = f"{STATE}/probe-{recorded.key_for(list(roles.order()))}.sh"
     box.sh('mkdir -p "$(dirname "$1")" && printf "# gpunode-probe %064d\\n%s\\n" 0 "$2" > "$1"',
            planted, "find -L /dev/shm/.. >/dev/null 2>&1")
     started = time.monotonic()

@@ -16,9 +16,11 @@ from gpunode import roles
 from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
 from gpunode.resolve import resolve
-from gpunode.roles.servers import role as servers_role
 from gpunode.steps.files import File, Template
 from tests.unit import systemd_parse
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+servers_role = roles.module("servers")
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "device" / "h100-serve"
 # case: (facts snapshot, model folder there, the inventory variables beyond the pin set)

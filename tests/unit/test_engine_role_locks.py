@@ -11,9 +11,11 @@ from gpunode import roles, variables
 from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
-from gpunode.roles.engine import role as engine_role
 from gpunode.steps.venv import Venv
 from tests.unit.resolve_facts import LAB_CPU, cpu_box, field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+engine_role = roles.module("engine")
 
 
 def venvs(facts, **extra) -> dict[str, Venv]:

@@ -19,10 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from gpunode import roles
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
-from gpunode.roles.engine.verify import ENGINE_IMPORT, LIBS, TORCH, verify_commands
 from tests.unit.resolve_facts import field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+_engine_verify = roles.module("engine", "verify")
+ENGINE_IMPORT = _engine_verify.ENGINE_IMPORT
+LIBS = _engine_verify.LIBS
+TORCH = _engine_verify.TORCH
+verify_commands = _engine_verify.verify_commands
 
 # scripts/setup installs gcc for this; under CI a missing compiler fails instead of skipping.
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None and not os.environ.get("CI"),

@@ -16,8 +16,6 @@ from gpunode.fleet import provision as fleetp
 from gpunode.inventory import load
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers import firewall as role_firewall
-from gpunode.roles.servers import role as servers_role
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.files import File
 from gpunode.steps.firewall import NftTable, NoFirewall, ruleset
@@ -26,6 +24,10 @@ from gpunode.steps.rolling import Keep
 from gpunode.steps.systemd import Service, UnitTemplate
 from tests.unit import systemd_parse
 from tests.unit.resolve_facts import field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+role_firewall = roles.module("servers", "firewall")
+servers_role = roles.module("servers")
 
 DATA = Path(__file__).parent.parent / "data" / "firewall"
 RECORDED = ruleset([30001, 30002], ["10.231.0.23", "fd00::1", "10.0.0.0/24"], "x")  # what was loaded

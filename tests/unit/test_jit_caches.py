@@ -19,10 +19,12 @@ from gpunode.facts import snapshot
 from gpunode.facts.parse import parse
 from gpunode.resolve import resolve
 from gpunode.resolve.toolkit import jit_env
-from gpunode.roles.cuda_fixes import role as cuda_fixes
-from gpunode.roles.servers import role as servers_role
 from gpunode.steps.files import Directory, File
 from tests.unit import systemd_parse
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+cuda_fixes = roles.module("cuda_fixes")
+servers_role = roles.module("servers")
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 SOURCES = DATA / "jit-caches" / "README.md"

@@ -18,11 +18,13 @@ from gpunode.engine import inline, probe
 from gpunode.errors import StepError
 from gpunode.judge import nodecheck
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers import role as servers_role
 from gpunode.steps.base import Change, NoChange, Probe
 from gpunode.steps.files import File, Template
 from gpunode.steps.judge import EngineJudge, Judged, digest, due
 from tests.unit.resolve_facts import field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+servers_role = roles.module("servers")
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "node-judge"
 ARGS = ("--model", "/dev/shm/tiny-qwen3", "--max-model-len", "1024")

@@ -49,7 +49,7 @@ def user_role(root: Path, text: str) -> Path:
 
 def test_a_user_role_reads_the_servers_the_model_and_the_weights_from_the_plan(tmp_path):
     user_role(tmp_path, ROLE)
-    v = {**roles.defaults(roles.ORDER), "model_source": "/mnt/models/tiny-qwen3/", "served_model_name": "tiny"}
+    v = {**roles.defaults(roles.shipped()), "model_source": "/mnt/models/tiny-qwen3/", "served_model_name": "tiny"}
     try:
         searchpath.use(tmp_path / "hosts.yml")
         ctx = roles.RoleContext(target="lab-cpu", vars=v, facts=cpu_box(), plan=resolve(cpu_box(), v))

@@ -63,7 +63,7 @@ def test_a_user_role_runs_where_it_says(tmp_path):
     assert roles.select("exporter") == (["exporter"], ["base"])
     assert roles.select("proxy,servers")[0] == ["proxy", "servers"]
     searchpath.use()
-    assert roles.order() == roles.ORDER  # without the inventory's folder, only the shipped roles
+    assert roles.order() == roles.shipped() == ("base", "engine", "cuda_fixes", "weights", "servers")
 
 
 def test_only_names_the_user_roles_when_it_does_not_know_one(tmp_path):
@@ -330,3 +330,26 @@ def test_a_defaults_key_yaml_reads_as_no_name_is_refused_with_its_line(tmp_path,
     searchpath.use(inventory_in(tmp_path))
     with pytest.raises(InventoryError, match=said):
         roles.defaults()
+
+
+def test_a_user_role_of_a_shipped_name_replaces_it_wholly(tmp_path):
+    """Its code, its defaults, its types and its place: nothing of the shipped servers role is left."""
+    user_role(tmp_path / "roles", "servers")  # says nothing: after the (other) shipped roles
+    searchpath.use(inventory_in(tmp_path))
+    assert roles.order() == ("base", "engine", "cuda_fixes", "weights", "servers")
+    assert roles.select("servers") == (["servers"], [])  # the shipped one's DEPENDS went with it
+    assert [(p.name, [s.id for s in p.steps]) for p in built("servers")] == [("servers", ["dir:/srv/servers"])]
+    assert "servers_dir" in roles.defaults() and "servers_drain_s" not in roles.defaults()
+    assert "servers_drain_s" not in variables.registry() and variables.registry()["servers_dir"].readers == ("servers",)
+    searchpath.use()
+    assert "servers_drain_s" in roles.defaults() and roles.select("servers")[1] == ["base", "engine", "cuda_fixes",
+                                                                                     "weights"]
+
+
+def test_a_shipped_role_places_itself_in_its_own_file():
+    """No central list: each shipped role.py says its DEPENDS (and AFTER), read as a user role's are."""
+    found = roles.catalogue()
+    assert all(r.shipped for r in found.values())
+    assert {n: (r.depends, r.after) for n, r in found.items()} == {
+        "base": ((), ()), "engine": (("base",), ()), "cuda_fixes": (("engine",), ()),
+        "weights": (("base",), ("cuda_fixes",)), "servers": (("engine", "cuda_fixes", "weights"), ())}

@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-import gpunode_lab.roles.demo.role  # noqa: F401  (registers the lab's demo role, whose variables are checked here)
 from gpunode import inventory, roles, variables
 from gpunode.cli.common import select_targets
 from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers import role as servers_role
+from tests.demo_role import demo_on_path  # noqa: F401  (the lab's demo role, whose variables are checked here)
 from tests.unit.resolve_facts import field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+servers_role = roles.module("servers")
 
 HOSTS = """\
 hosts:
@@ -35,6 +37,7 @@ def refusal(tmp_path: Path, line: str, sets: dict | None = None) -> str:
     return str(err.value)
 
 
+@pytest.mark.usefixtures("demo_on_path")
 def test_every_declared_variable_has_a_default_that_fits_its_type():
     defaults = {**roles.defaults(), **roles.defaults(("demo",))}
     declared = {n for n, v in variables.registry().items() if set(v.readers) - {"resolver", "facts", "onboard"}}
@@ -55,6 +58,7 @@ def test_every_declared_variable_has_a_default_that_fits_its_type():
     ("weights_stage: 'no'", ["weights_stage='no'", "true or false"]),
     ("engine_installer: conda", ["engine_installer='conda'", "'uv', 'pip'"]),
 ])
+@pytest.mark.usefixtures("demo_on_path")
 def test_a_wrong_type_in_the_inventory_names_the_variable_file_and_line(tmp_path, line, words):
     text = refusal(tmp_path, line)
     assert f"(from {tmp_path / 'hosts.yml'}:8)" in text, text

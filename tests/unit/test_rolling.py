@@ -15,13 +15,15 @@ from gpunode.engine.handlers import ordered
 from gpunode.errors import RolledBack, StepError
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers import role as servers_role
 from gpunode.steps import roll_server, rolling
 from gpunode.steps.files import File
 from gpunode.steps.rolling import Keep, RollingRestart
 from gpunode.testing import converge
 from gpunode.transport import LocalTransport
 from tests.unit.resolve_facts import field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+servers_role = roles.module("servers")
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

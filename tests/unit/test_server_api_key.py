@@ -15,13 +15,15 @@ from gpunode.engine import passes
 from gpunode.errors import InventoryError
 from gpunode.resolve import resolve
 from gpunode.roles.context import RoleContext
-from gpunode.roles.servers import role as servers_role
 from gpunode.steps import reads
 from gpunode.steps.base import Probe
 from gpunode.steps.files import File, Template
 from gpunode.steps.secretfiles import ROUTER_KEY_ENV, router_launch
 from tests.unit import systemd_parse
 from tests.unit.resolve_facts import field_notes
+
+# the shipped roles load as a user's do (gpunode.roles.module), not as gpunode.roles.<name>
+servers_role = roles.module("servers")
 
 KEY = 'sk-unit-"q\\uo$HOME%n`x-0123456789'
 

@@ -218,8 +218,9 @@ def test_the_weights_role_takes_the_room_in_dev_shm_from_the_facts_and_asks_df_e
     from gpunode import roles
     from gpunode.resolve import resolve
     from gpunode.roles.context import RoleContext
-    from gpunode.roles.weights import role as weights_role
     from tests.unit.resolve_facts import field_notes
+
+    weights_role = roles.module("weights")
 
     facts = field_notes()
     facts = replace(facts, system=replace(facts.system, shm_size_bytes=64 << 30, shm_free_bytes=40 << 30))
@@ -267,10 +268,10 @@ def test_other_copies_of_the_weights_are_not_staged_and_the_boot_unit_leaves_the
     from gpunode import roles
     from gpunode.resolve import resolve
     from gpunode.roles.context import RoleContext
-    from gpunode.roles.servers import role as servers_role
-    from gpunode.roles.weights import role as weights_role
     from gpunode.steps.files import Template
     from tests.unit.resolve_facts import field_notes
+
+    servers_role, weights_role = roles.module("servers"), roles.module("weights")
 
     t = LocalTransport()
     src = tmp_path / "gpt-oss-20b"

@@ -21,6 +21,7 @@ from gpunode.inventory import Host, Target
 from gpunode.transport import LocalTransport
 from gpunode_lab.roles.demo.role import DEFAULTS as DEMO_DEFAULTS
 from gpunode_lab.roles.demo.role import role as demo_role
+from tests import demo_role as demo_path
 from tests.unit import systemd_parse
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "snapshots" / "debian12-cpu"
@@ -79,8 +80,9 @@ def render(name: str, value) -> dict[str, str]:
     """The unit and env files `inv provision` would write, with one variable set by --set."""
     if name in DEMO_VARS:
         v = {**DEMO_DEFAULTS, name: value}
-        variables.check(v, {name: "--set"})
-        return files_of([demo_role(v)])
+        with demo_path.on_path():  # a role of the lab's folder: its types and templates while it is there
+            variables.check(v, {name: "--set"})
+            return files_of([demo_role(v)])
     v = {**roles.defaults(), "model_source": "/mnt/models/tiny-qwen3", "engine": "vllm-cpu", name: value}
     origins = {name: "--set"}
     variables.check(v, origins)

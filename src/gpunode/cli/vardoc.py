@@ -21,7 +21,7 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "variables.md"
 
 def render() -> str:
     """docs/variables.md: every variable, its type, default and readers."""
-    defaults = {**{f.name: f.default for f in dataclasses.fields(Choices)}, **roles.defaults(roles.ORDER)}
+    defaults = {**{f.name: f.default for f in dataclasses.fields(Choices)}, **roles.defaults(roles.shipped())}
     docs = build(sources(product_only=True))
     lines = ["# Variables", "",
              "<!-- Rendered from the registry (src/gpunode/variables.py) by `python -m gpunode.cli.vardoc`; "

@@ -46,17 +46,18 @@ def router_only(target: str, kb: Any, rp: RouterPlan) -> Plan:
 
 def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) -> list[RolePlan]:
     """router: its inventory Target (role defaults layered in); workers: every member's servers."""
+    from gpunode import roles
     from gpunode.fleet import keys as fleet_keys
     from gpunode.resolve import load
-    from gpunode.roles.base.role import build as base_build
-    from gpunode.roles.engine.role import interpreter, locking
-    from gpunode.roles.engine.verify import installer as venv_installer
     from gpunode.steps.files import File, Template
     from gpunode.steps.fleet import FleetWorkers
     from gpunode.steps.systemd import Service
     from gpunode.steps.unitfmt import ExecLine, env_text, exec_line, exec_word, unit_path, unit_text
     from gpunode.steps.venv import Venv
 
+    base_build = roles.module("base").build
+    engine = roles.module("engine")
+    interpreter, locking, venv_installer = engine.interpreter, engine.locking, engine.venv_installer
     v = dict(router.vars)
     kb = load.load()
     rp = router_plan(kb, facts)

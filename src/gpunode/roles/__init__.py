@@ -1,19 +1,22 @@
 """Roles: which steps, in what order, with which variables.
 
-Each role lives in roles/<name>/ (the repository's top level; gpunode/roles/<name>/ in the
-wheel) with role.py (`build(ctx) -> list[RolePlan]`), defaults.yml (its public variables,
-each commented), types.yml (their types, named as gpunode/vartypes.py names them and checked by
-the registry, gpunode/variables.py) and README.md.
+Every role is a folder on the search path (gpunode.searchpath: a user's folders first, the shipped
+roles/ last; the first folder that has a name wins, so a user role of a shipped role's name replaces
+it wholly: its code, its defaults, its types and its place) with role.py (`build(ctx) ->
+list[RolePlan]`), defaults.yml (its public variables, each commented), types.yml (their types, named
+as gpunode/vartypes.py names them and checked by the registry, gpunode/variables.py) and README.md.
 
-The shipped roles run in ORDER; DEPENDS says what `--only` checks is already in place
-before it runs a role alone. A user's role (a folder on the search path, gpunode.searchpath)
-has the same parts and says where it runs in its role.py: DEPENDS (roles that must be in
-place, which it also runs after), AFTER and BEFORE (roles it runs after or before). Without
-a word it runs after the shipped roles. A user role of a shipped role's name replaces it.
+Each role says where it runs in its role.py: DEPENDS (roles that must be in place, which `--only`
+checks and which it runs after), AFTER and BEFORE (roles it runs after or before). A role that says
+nothing runs after the shipped ones. Roles free to run at the same point run the shipped ones first,
+then by name. All of that is read from role.py's text, so ordering the roles imports none of them;
+each role.py is imported, under a package of its own folder (so it may import its own modules with
+`from . import x`), only when its build runs.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import re
@@ -30,71 +33,70 @@ from gpunode.errors import InventoryError
 from gpunode.roles.context import RoleContext
 from gpunode.variables import mapping_file
 
-# A checkout keeps the shipped roles at its top level: `gpunode.roles.<name>` is found there too.
-__path__ = [*__path__, *(str(p) for p in searchpath.shipped("roles") if str(p) not in __path__)]
-
-ORDER = ("base", "engine", "cuda_fixes", "weights", "servers")
-DEPENDS: dict[str, tuple[str, ...]] = {
-    "base": (),
-    "engine": ("base",),
-    "cuda_fixes": ("engine",),
-    "weights": ("base",),
-    "servers": ("engine", "cuda_fixes", "weights"),
-}
+PLACEMENT = ("DEPENDS", "AFTER", "BEFORE")
 _SYSTEM_FOLDERS = {"/var/lib", "/var/cache", "/var/log", "/var/tmp", "/usr/local", "/usr/lib", "/usr/bin",
                    "/usr/sbin", "/usr/share", "/etc/systemd", "/etc/default", "/opt/gpunode", "/etc/gpunode",
                    "/var/lib/gpunode", "/usr/local/bin", "/usr/local/lib", "/dev/shm", "/run/user"}
 
-__all__ = ["DEPENDS", "ORDER", "Role", "RoleContext", "build", "defaults", "folder", "order", "select"]
+__all__ = ["Role", "RoleContext", "build", "defaults", "folder", "module", "order", "select", "shipped"]
 
 
 @dataclass(frozen=True)
 class Role:
     name: str
     folder: Path
-    shipped: bool
+    shipped: bool  # found in the shipped folder (no user folder has its name)
     depends: tuple[str, ...] = ()
     after: tuple[str, ...] = ()
     before: tuple[str, ...] = ()
 
 
+def _found() -> dict[str, tuple[Path, bool]]:
+    """name -> (folder, shipped) of every role: the first folder on the search path that has it."""
+    out = {name: (where, False) for name, where in searchpath.user_roles().items()}
+    for name, where in searchpath.shipped_roles().items():
+        out.setdefault(name, (where, True))
+    return out
+
+
 def folder(name: str) -> Path:
     """The folder of the role `name`: a user's first, then the shipped one."""
-    user = searchpath.user_roles()
-    if name in user:
-        return user[name]
-    for root in searchpath.shipped("roles"):
-        if (root / name / "role.py").is_file():
-            return root / name
+    found = _found()
+    if name in found:
+        return found[name][0]
     raise InventoryError(f"no role {name[:40]!r} in {', '.join(map(str, searchpath.role_folders()))}",
                          hint=f"roles: {', '.join(names())}")
 
 
-def module(name: str) -> types.ModuleType:
-    """The role's role.py: a shipped role as gpunode.roles.<name>.role, a user's under a package of its folder."""
+def _is_shipped(name: str) -> bool:
+    return _found().get(name, (None, True))[1]
+
+
+def module(name: str, part: str = "role") -> types.ModuleType:
+    """The role's role.py (or another module of its folder, `part`), imported under one package per
+    folder, so a role imports its own modules with `from . import x`; a shipped role the same way."""
     where = folder(name)
-    if name not in searchpath.user_roles():
-        return importlib.import_module(f"gpunode.roles.{name}.role")
-    # One package per folder, so a user role may import its own modules (from . import x).
-    package = f"gpunode_user_role_{hashlib.sha256(str(where).encode()).hexdigest()[:12]}_{name}"
+    package = f"gpunode_role_{hashlib.sha256(str(where).encode()).hexdigest()[:12]}_{name}"
     if package not in sys.modules:
         pkg = types.ModuleType(package)
         pkg.__path__ = [str(where)]
         pkg.__file__ = str(where / "__init__.py")
         sys.modules[package] = pkg
+    if _is_shipped(name):  # gpunode's own code: a mistake in it is an internal error, not the user's file
+        return importlib.import_module(f"{package}.{part}")
     try:
-        return importlib.import_module(f"{package}.role")
+        return importlib.import_module(f"{package}.{part}")
     except InventoryError:
         raise
     except (Exception, SystemExit) as exc:  # a user's code: say which file, not an internal error (nor exit 0)
-        raise InventoryError(f"role {name}: {where / 'role.py'} does not load: {type(exc).__name__}: "
+        raise InventoryError(f"role {name}: {where / (part + '.py')} does not load: {type(exc).__name__}: "
                              f"{str(exc)[:200]}", hint="fix that file; GPUNODE_DEBUG=1 shows where") from exc
 
 
 def _call(name: str, what: str, fn: Any, *args: Any) -> Any:
     """A user role's function: whatever it raises (SystemExit too: `inv provision` ended with exit 0,
     nothing done) is an error naming the role and the function (issue 41)."""
-    if name not in searchpath.user_roles():
+    if _is_shipped(name):
         return fn(*args)
     try:
         return fn(*args)
@@ -105,48 +107,59 @@ def _call(name: str, what: str, fn: Any, *args: Any) -> Any:
                              f"{str(exc)[:200]}", hint="fix that file; GPUNODE_DEBUG=1 shows where") from exc
 
 
-def _words(role: str, mod: types.ModuleType, attr: str, known: set[str]) -> tuple[str, ...]:
-    value = getattr(mod, attr, ())
+@cache
+def _placement(path: Path) -> dict[str, Any]:
+    """DEPENDS, AFTER and BEFORE as role.py writes them, read from its text (ordering imports no role)."""
+    name = path.parent.name
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError) as exc:
+        raise InventoryError(f"role {name}: {path} does not load: {type(exc).__name__}: {str(exc)[:200]}",
+                             hint="fix that file; GPUNODE_DEBUG=1 shows where") from None
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if isinstance(target, ast.Name) and target.id in PLACEMENT:
+            try:
+                out[target.id] = ast.literal_eval(value)
+            except ValueError:
+                out[target.id] = ast.unparse(value)  # refused by _words, naming what is written
+    return out
+
+
+def _words(role: str, path: Path, attr: str, known: set[str]) -> tuple[str, ...]:
+    value = _placement(path).get(attr, ())
     if isinstance(value, str) or not isinstance(value, (tuple, list)) or not all(isinstance(v, str) for v in value):
-        raise InventoryError(f"role {role}: {attr} in {mod.__file__} must be a tuple of role names, got {value!r:.60}",
-                             hint=f'e.g. {attr} = ("servers",)')
+        raise InventoryError(f"role {role}: {attr} in {path} must be a tuple of role names, written out, "
+                             f"got {value!r:.60}", hint=f'e.g. {attr} = ("servers",)')
     for v in value:
         if v not in known:
-            raise InventoryError(f"role {role}: {attr} in {mod.__file__} names {v[:40]!r}, which is no role",
+            raise InventoryError(f"role {role}: {attr} in {path} names {v[:40]!r}, which is no role",
                                  hint=f"roles: {', '.join(sorted(known))}")
         if v == role:
-            raise InventoryError(f"role {role}: {attr} in {mod.__file__} names the role itself",
+            raise InventoryError(f"role {role}: {attr} in {path} names the role itself",
                                  hint=f"remove {role!r} from {attr}")
     return tuple(value)
 
 
 @cache
-def _catalogue(user_roots: tuple[Path, ...]) -> dict[str, Role]:
-    user = searchpath.user_roles()
-    known = set(ORDER) | set(user)
+def _catalogue(found: tuple[tuple[str, Path, bool], ...]) -> dict[str, Role]:
+    known = {name for name, _, _ in found}
     out: dict[str, Role] = {}
-    for name in ORDER:
-        if name not in user:
-            out[name] = Role(name, folder(name), True, DEPENDS[name])
-    for name, where in user.items():
-        mod = module(name)
-        depends = _words(name, mod, "DEPENDS", known)
-        if name in DEPENDS and not hasattr(mod, "DEPENDS"):
-            depends = DEPENDS[name]  # a replaced shipped role keeps its dependencies unless it says otherwise
-        out[name] = Role(name, where, False, depends, _words(name, mod, "AFTER", known),
-                         _words(name, mod, "BEFORE", known))
+    for name, where, shipped in found:
+        path = where / "role.py"
+        out[name] = Role(name, where, shipped, *(_words(name, path, attr, known) for attr in PLACEMENT))
     return out
 
 
 def catalogue() -> dict[str, Role]:
     """Every role on the search path, by name."""
-    return _catalogue(searchpath.current().roles)
-
-
-def registered() -> list[str]:
-    """Roles of the registered folders (searchpath.register: the lab's demo): typed, never provisioned."""
-    return sorted({sub.name for root in searchpath.registered("roles") if root.is_dir() for sub in root.iterdir()
-                   if (sub / "role.py").is_file() and sub.name not in ORDER})
+    return _catalogue(tuple((name, where, shipped) for name, (where, shipped) in sorted(_found().items())))
 
 
 def names() -> list[str]:
@@ -154,29 +167,43 @@ def names() -> list[str]:
 
 
 def order() -> tuple[str, ...]:
-    """The provisioning order: the shipped roles in ORDER, each user role where it says (after its
-    DEPENDS and AFTER, before its BEFORE), else after the shipped roles; a cycle is refused."""
-    roles = catalogue()
+    """The provisioning order: each role after its DEPENDS and AFTER and before its BEFORE; one that
+    says nothing after the shipped roles; among those free to run, the shipped first, then by name.
+    A cycle is refused."""
+    return _order(catalogue())
+
+
+def shipped() -> tuple[str, ...]:
+    """The shipped roles alone, in their order (what docs/variables.md documents)."""
+    found = searchpath.shipped_roles()
+    return _order(_catalogue(tuple((name, where, True) for name, where in sorted(found.items()))))
+
+
+def _order(roles: dict[str, Role]) -> tuple[str, ...]:
     edges: dict[str, set[str]] = {name: set() for name in roles}  # name -> roles that must come first
-    shipped = [n for n in ORDER if n in roles]
-    for first, then in zip(shipped, shipped[1:], strict=False):
-        edges[then].add(first)
     for role in roles.values():
         edges[role.name].update(role.depends, role.after)
-        if not (role.shipped or role.name in ORDER or role.depends or role.after or role.before) and shipped:
-            edges[role.name].add(shipped[-1])  # says nothing: after the shipped roles
         for later in role.before:
             edges[later].add(role.name)
-    rank = {name: (0, ORDER.index(name)) if name in ORDER else (1, 0) for name in roles}
+
+    def first(name: str, seen: set[str]) -> set[str]:  # every role that must come before `name`
+        for dep in edges[name] - seen:
+            seen.add(dep)
+            first(dep, seen)
+        return seen
+
+    for role in roles.values():
+        if not (role.shipped or role.depends or role.after or role.before):
+            # says nothing: after the shipped roles, but those that need it (a replaced base) before them
+            edges[role.name].update(s for s, r in roles.items() if r.shipped and role.name not in first(s, set()))
     placed: list[str] = []
     while len(placed) < len(roles):
         ready = [n for n in roles if n not in placed and edges[n] <= set(placed)]
         if not ready:
             stuck = sorted(n for n in roles if n not in placed)
             raise InventoryError(f"the roles {', '.join(stuck)} wait for each other (DEPENDS, AFTER and BEFORE "
-                                 "make a cycle)", hint="; ".join(f"{n}: {roles[n].folder}/role.py" for n in stuck
-                                                                  if not roles[n].shipped) or "check the user roles")
-        placed.append(min(ready, key=lambda n: (rank[n], n)))
+                                 "make a cycle)", hint="; ".join(f"{n}: {roles[n].folder}/role.py" for n in stuck))
+        placed.append(min(ready, key=lambda n: (not roles[n].shipped, n)))
     return tuple(placed)
 
 

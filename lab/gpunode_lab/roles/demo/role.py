@@ -4,6 +4,10 @@ It installs a package that a fresh container lacks (`hello`), renders an
 environment file and a page, links a command, and runs a real long-lived
 process from a systemd unit (python3's http.server), which a change of the
 environment file or the unit restarts.
+
+It is a role like a user's: its folder (gpunode_lab.paths.ROLES) and its templates' folder
+(gpunode_lab.paths.TEMPLATES) go on the search path where it is used (tests/demo_role.py), and
+nothing is registered by importing it.
 """
 
 from __future__ import annotations
@@ -12,16 +16,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from gpunode import searchpath, yamlsrc
+from gpunode import yamlsrc
 from gpunode.engine import RolePlan
 from gpunode.steps.apt import Packages
 from gpunode.steps.files import Directory, Symlink, Template
 from gpunode.steps.systemd import Service, Unit
 from gpunode.steps.unitfmt import UnitSafe, env_lines, unit_path, unit_text
-
-# The lab's own folders, after the shipped ones: the demo's templates render, its types are checked.
-searchpath.register("roles", Path(__file__).resolve().parents[1])
-searchpath.register("templates", Path(__file__).resolve().parents[2] / "templates")
 
 
 @cache
@@ -57,5 +57,5 @@ def role(vars: dict[str, Any]) -> RolePlan:
 
 
 def build(ctx) -> list[RolePlan]:
-    """The roles package's entry point (roles/__init__.py): same plan from the context's vars."""
+    """What provision calls (gpunode.roles.build): the same plan from the context's vars."""
     return [role(ctx.vars)]
