@@ -20,7 +20,7 @@ from gpunode.facts import network
 from gpunode.facts.types import Driver
 from gpunode.resolve import resolve
 from gpunode.resolve.multinode import Member, resolve_group
-from tests.unit.resolve_facts import DATA, on
+from tests.unit.resolve_facts import DATA, cpu_box, on
 from tests.unit.test_resolve_model_fit import model
 from tests.unit.test_unit_injection import files_of
 
@@ -120,6 +120,20 @@ def test_a_model_that_fits_one_node_is_not_split_across_nodes(pair):
     assert all(p.topology.kind != "multi-node" and "--nnodes" not in p.servers[0].args for p in plans)
     assert plans[0].decision("multi-node").value == "not needed"
     assert plans[0].pinset == plans[1].pinset
+
+
+def test_a_group_of_cpu_nodes_keeps_one_set_of_servers_per_node_and_says_why_vllm_cpu_cannot_split():
+    """The lab's CPU engine has no working launch for a second node (docs/multinode.md, issue 48): the plan of
+    each node is its single-node plan, and the decision names what stops the split."""
+    a, b = replace(cpu_box(), target="cpu-a"), replace(cpu_box(), target="cpu-b")
+    plans = resolve_group([Member(a, "10.231.0.61"), Member(b, "10.231.0.62")], {"multinode": True})
+    alone = resolve(a, {"multinode": True})
+    assert [p.servers for p in plans] == [alone.servers, alone.servers]
+    assert all(p.engine == "vllm-cpu" and "--nnodes" not in p.servers[0].args for p in plans)
+    d = plans[1].decision("multi-node")
+    assert d.value == "not possible with vllm-cpu"
+    assert "vllm serve --headless" in d.reason and "PackageNotFoundError" in d.reason
+    assert "docs/multinode.md" in d.source
 
 
 @pytest.mark.parametrize(("change", "words"), [

