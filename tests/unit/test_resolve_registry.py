@@ -129,3 +129,24 @@ def test_kimi_k3_an_mla_model_never_gets_trtllm_mha():
     plan = resolve(facts("kimi-k3", "b200-x8", DRIVER_580), {"tp": 8})
     assert "trtllm_mha" not in plan.servers[0].argv
     assert plan.decision("attention backend").value.startswith("left to SGLang")
+
+
+def test_kimi_k3_on_sm120_is_left_to_sglang_not_forced_to_flashinfer_by_a_shared_memory_rule():
+    # sglang 0.5.23 picks triton itself for this MLA model on 12.0 (compat/derived/sglang-choices.yml); the
+    # ~100 KB shared-memory caveat on triton names no Kimi failure (its sources: GLM-4.5-Air-FP8, gpt-oss), so
+    # it is said as a warning and SGLang's choice stands
+    plan = resolve(facts("kimi-k3", "rtx-pro-6000-x8", DRIVER_580), {"tp": 8})
+    assert "--attention-backend" not in plan.servers[0].argv
+    assert plan.decision("attention backend").value == "left to SGLang (triton)"
+    assert any("SGLang's choice stands" in w and "OutOfResources" in w for w in plan.warnings)
+
+
+def test_a_caveat_whose_source_names_the_architecture_overrules_sglangs_pick():
+    arch = KB.arch("12.0")
+    named = replace(arch.attention_warn["triton"], architectures=("KimiK3ForConditionalGeneration",))
+    arch = replace(arch, attention_warn={**arch.attention_warn, "triton": named})
+    kb = replace(KB, archs=tuple(arch if a.cc == "12.0" else a for a in KB.archs))
+    plan = resolve(facts("kimi-k3", "rtx-pro-6000-x8", DRIVER_580), {"tp": 8}, kb=kb)
+    argv = plan.servers[0].argv
+    assert argv[argv.index("--attention-backend") + 1] == "flashinfer"
+    assert "would pick triton itself here, which a rule says fails" in plan.decision("attention backend").reason

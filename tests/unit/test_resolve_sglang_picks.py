@@ -36,13 +36,30 @@ def test_sglangs_own_pick_that_no_rule_contradicts_is_left_to_it():
     assert "attention backend: left to SGLang (flashinfer)" in explain(plan)
 
 
-def test_sglangs_pick_that_a_rule_says_fails_is_overridden_with_the_reason():
-    # triton on sm_120 carries gpus.yml's shared-memory warning (field notes): gpunode passes flashinfer
-    kb = with_pick("cu13-latest", "12.0", "triton")
+def naming(kb, cc: str, backend: str, arch: str = ARCH):
+    """kb with the caveat on `backend` at `cc` naming `arch` as an architecture its source saw fail."""
+    row = kb.arch(cc)
+    warned = replace(row.attention_warn[backend], architectures=(arch,))
+    row = replace(row, attention_warn={**row.attention_warn, backend: warned})
+    return replace(kb, archs=tuple(row if a.cc == cc else a for a in kb.archs))
+
+
+def test_sglangs_pick_that_a_rule_says_fails_for_this_architecture_is_overridden_with_the_reason():
+    kb = naming(with_pick("cu13-latest", "12.0", "triton"), "12.0", "triton")
     plan = resolve(field_notes(), kb=kb)
     assert flags_of(plan.servers[0].argv)["--attention-backend"] == "flashinfer"
     reason = plan.decision("attention backend").reason
     assert "would pick triton itself here" in reason and "shared memory" in reason
+
+
+def test_a_caveat_that_names_other_architectures_leaves_sglangs_pick_and_says_it():
+    # issue 38: the sm_120 shared-memory caveat on triton names no failure of this model (its sources are
+    # GLM-4.5-Air-FP8 and gpt-oss), so SGLang's own triton stands and the caveat is a warning
+    kb = naming(with_pick("cu13-latest", "12.0", "triton"), "12.0", "triton", arch="Glm4MoeForCausalLM")
+    plan = resolve(field_notes(), kb=kb)
+    assert "--attention-backend" not in plan.servers[0].argv
+    assert plan.decision("attention backend").value == "left to SGLang (triton)"
+    assert any("shared memory" in w and "SGLang's choice stands" in w for w in plan.warnings)
 
 
 def test_a_backend_the_rows_do_not_list_is_sglangs_business_for_a_dense_model():

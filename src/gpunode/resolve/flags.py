@@ -210,10 +210,15 @@ def _attention(kb: KB, p: Pinset, gpus: GpuSet, rule: ModelRule, choices: Choice
             return _mm_attention(kb, p, arch, rule, fact, trail)
         backend, why, source = attention.default(arch, p.version, rule.hybrid)
         own = _sglang_pick(kb, p, rule, arch.cc)
-        if own is not None and _holds(arch, own, p.version, rule.hybrid):
+        if own is not None and _holds(arch, own, p.version, rule):
+            said = attention.judge(arch, own, p.version, rule.hybrid)
+            if said.level == "warn":
+                # a caveat whose source names other architectures (or none) does not overrule SGLang's pick
+                trail.warn(f"attention backend {own} (SGLang's own pick for {rule.label}): {said.reason}; the "
+                           f"rule's source names no failure of {_architecture(rule)}, so SGLang's choice stands")
             trail.decide("attention backend", f"left to SGLang ({own})",
                          f"sglang {p.version} picks {own} itself for {rule.label} on compute capability {arch.cc}, "
-                         "and no rule says it fails there; gpunode passes no flag",
+                         f"and no sourced rule says it fails there for {_architecture(rule)}; gpunode passes no flag",
                          fact=fact, rule=f"{arch.where} archs[{arch.cc}]", source=DERIVED_SOURCE)
             return _mm_attention(kb, p, arch, rule, fact, trail)
         refused = _sglang_rejects(kb, p, rule, arch.cc).get(f"--attention-backend {backend}")
@@ -300,15 +305,22 @@ def _sglang_rejects(kb: KB, p: Pinset, rule: ModelRule, cc: str) -> dict[str, st
     return dict(said.get("rejects") or {})
 
 
-def _holds(arch: Arch, backend: str, version: str, hybrid: bool) -> bool:
-    """SGLang's own pick stands unless a rule of gpus.yml says it fails or warns here. A backend the
-    rows do not list (dsa, flashmla, trtllm_mla: SGLang's per-model choices) is SGLang's business."""
+def _architecture(rule: ModelRule) -> str:
+    return rule.model.architectures[0] if rule.model and rule.model.architectures else rule.label
+
+
+def _holds(arch: Arch, backend: str, version: str, rule: ModelRule) -> bool:
+    """SGLang's own pick stands unless a rule of gpus.yml says it fails here, or warns about it naming this
+    model's architecture (a warning is a caveat to the user's choice: only where its source saw this
+    architecture fail does it overrule SGLang). A backend the rows do not list (dsa, flashmla, trtllm_mla:
+    SGLang's per-model choices) is SGLang's business."""
     if backend in arch.attention_forbidden:
         return False
-    verdict = attention.judge(arch, backend, version, hybrid)
+    verdict = attention.judge(arch, backend, version, rule.hybrid)
     if verdict.level == "warn":
-        return False
-    return verdict.level == "ok" or (backend not in arch.attention_allowed and not hybrid)
+        warned = arch.attention_warn.get(backend)
+        return not (warned and _architecture(rule) in warned.architectures)
+    return verdict.level == "ok" or (backend not in arch.attention_allowed and not rule.hybrid)
 
 
 def _mm_attention(kb: KB, p: Pinset, arch: Arch, rule: ModelRule, fact: str, trail: Trail) -> list[str]:

@@ -104,6 +104,9 @@ class Warned:
     reason: str
     engine: str | None = None       # version specifier; None = every version
     source: str = ""
+    # the model architectures the rule's source saw fail; only for those does the rule overrule the
+    # backend SGLang picks by itself (for the rest it is a caveat to a backend the user chose)
+    architectures: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

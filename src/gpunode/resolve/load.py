@@ -203,7 +203,8 @@ def _arch(r: Reader) -> Arch:
     for backend, value in att.get("warn", dict, {}).items():
         if isinstance(value, dict):
             w = Reader(value, f"{att.path}.warn.{backend}", r.file)
-            warn[str(backend)] = Warned(w.text("reason"), _spec(w, "engine"))
+            warn[str(backend)] = Warned(w.text("reason"), _spec(w, "engine"),
+                                        architectures=tuple(w.strings("architectures", ())))
         else:
             warn[str(backend)] = Warned(str(value))
     refused = {}
