@@ -55,6 +55,8 @@ def servers_from_plan(ctx: RoleContext) -> list[Server]:
         env = ctx.plan.server_env(s)
         cores = env.get("VLLM_CPU_OMP_THREADS_BIND", "")
         device = f"GPU {','.join(map(str, s.gpus))}" if s.gpus else f"CPU core {cores or '?'}"
+        if env.get("CUDA_VISIBLE_DEVICES", "").startswith("MIG-"):   # one MIG device of that GPU
+            device += f" {env['CUDA_VISIBLE_DEVICES']}"
         out.append(Server(name=s.name, device=device, port=s.port, argv=list(s.argv), env=env,
                           cpu_affinity=cores if not s.gpus else "", serves_http=s.serves_http))
     return out

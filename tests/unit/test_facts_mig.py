@@ -197,3 +197,35 @@ def test_the_cli_shows_each_mig_device(tmp_path: Path):
 
     text = render_facts(facts_of(assembled_a100_x2_mig()))
     assert "  mig 0     2g.10gb, 9856 MiB, MIG-00000000-0000-5000-8000-000000000000" in text
+
+
+def test_the_rendered_units_are_one_per_mig_device_each_reading_its_uuid_from_its_env_file():
+    """What lands on the node: a unit per MIG device, its EnvironmentFile giving CUDA_VISIBLE_DEVICES the
+    device's MIG UUID (read as systemd reads it), no unit for the whole GPU, no tensor parallelism."""
+    from gpunode import roles, variables
+    from gpunode.roles.context import RoleContext
+    from gpunode.steps.files import File, Template
+    from tests.unit import systemd_parse
+
+    v = {**roles.defaults(), "gpus": [0]}
+    variables.check(v)
+    facts = facts_of(assembled_a100_x2_mig())
+    ctx = RoleContext(target="mig-box", vars=v, facts=facts, plan=resolve(facts, v))
+    found = {s.id: s for p in roles.module("servers").build(ctx) for s in p.steps}
+    units = sorted(k for k in found if k.startswith("file:/etc/systemd/system/gpunode-gpu"))
+    assert units == [f"file:/etc/systemd/system/gpunode-gpu0-mig{i}.service" for i in range(4)]
+    for i in range(4):
+        unit = found[f"file:/etc/systemd/system/gpunode-gpu0-mig{i}.service"]
+        assert isinstance(unit, Template)
+        settings = systemd_parse.settings(unit.content)
+        env_files = [v for _, k, v in settings if k == "EnvironmentFile"]
+        assert f"/etc/gpunode/gpu0-mig{i}.env" in env_files
+        assert [v for _, k, v in settings if k == "Description"] == [
+            f"gpunode sglang server gpu0-mig{i} (GPU 0 MIG-0000000{i}-0000-5000-8000-000000000000)"]
+        env = found[f"file:/etc/gpunode/gpu0-mig{i}.env"]
+        assert isinstance(env, File)
+        assert systemd_parse.env_file(env.content)["CUDA_VISIBLE_DEVICES"] == \
+            f"MIG-0000000{i}-0000-5000-8000-000000000000"
+        argv = systemd_parse.exec_words(next(v for _, k, v in settings if k == "ExecStart"))
+        assert "--tp-size" not in argv and argv[argv.index("--port") + 1] == str(ctx.plan.servers[i].port)
+    assert len({s.port for s in ctx.plan.servers}) == 4

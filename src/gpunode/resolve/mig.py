@@ -59,8 +59,13 @@ def instances(facts: Facts, selected: tuple[Gpu, ...], trail: Trail) -> tuple[In
                                "-q -x do not): add its output from the node to the file, beside the table")
         unsized = [d.index for d in g.mig_devices if not d.memory_mib]
         if unsized:
+            # the profile's name is not its memory, nor a bound on it (`nvidia-smi mig -lgip`): 1g.24gb holds
+            # 20.00 GiB on GB200 (NVIDIA/gpu-operator PR 1303), 23.12 GiB on one RTX PRO 6000 (bigstack-oss/
+            # cubecos issue 312) and 23.62 GiB on another (GoogleCloudPlatform/container-engine-accelerators
+            # PR 563); 1g.12gb 10.75 GiB on H100 NVL (NVIDIA/gpu-operator PR 903)
             raise ResolveError(f"GPU {g.index} ({g.name}): the memory of MIG devices {unsized} is not in the facts "
-                               "(`nvidia-smi -L` shows none; the profile's name is a rounded figure)",
+                               "(`nvidia-smi -L` shows none, and a profile's name is not its memory: 1g.24gb "
+                               "is 20.00 GiB on a GB200 and 23.12 or 23.62 GiB on an RTX PRO 6000)",
                                target=facts.target, hint="add the node's `nvidia-smi` table (its MIG devices "
                                "section) or `nvidia-smi -q` to the file, beside the -L output")
     found = tuple(Instance(g, d) for g in on for d in g.mig_devices)
