@@ -77,6 +77,20 @@ def test_compressed_tensors_regex_targets_are_matched_like_module_names():
     assert by_regex < 0.35 * 2 * 1.03e12, "INT4 experts, not BF16"
 
 
+@pytest.mark.parametrize("bits", [2, 3, 8])
+def test_a_compressed_tensors_integer_group_is_counted_at_its_own_num_bits(bits):
+    # Kimi-K2.5's recorded INT4 group (groups of 32) with num_bits changed: the experts' bytes follow num_bits
+    recorded = config("kimi-k2.5")
+    four, _ = estimate(recorded)
+    changed = json.loads(json.dumps(recorded))
+    changed["text_config"]["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"] = bits
+    size, source = estimate(changed)
+    assert f"int{bits}/32" in source
+    # the quantized part moves by (bits - 4) / 8 bytes a weight; the rest (BF16 attention, embeddings) stays
+    quantized = float(source.split(f"B int{bits}/32")[0].rsplit("(", 1)[1])
+    assert abs((size - four) - quantized * 1e9 * (bits - 4) / 8) / four < 0.01
+
+
 def test_nemotron_h_block_lists_count_like_the_pattern_they_replace():
     nano = config("nemotron-3-nano-30b-a3b-bf16")
     names = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}

@@ -54,7 +54,9 @@ def _group_format(w: dict[str, Any]) -> str | None:
     bits, kind = w.get("num_bits"), w.get("type")
     if kind == "float":
         return "nvfp4" if bits == 4 else "fp8" if bits == 8 else None
-    if bits not in (4, 8):
+    # integer weights of any width compressed-tensors writes (2 to 8 bits), each at its own bits: a 3-bit
+    # or 2-bit group is not counted at the checkpoint's dtype, nor as 4-bit
+    if isinstance(bits, bool) or not isinstance(bits, int) or not 2 <= bits <= 8:
         return None
     group = w.get("group_size")
     if isinstance(group, int) and group > 0:
