@@ -18,7 +18,8 @@ from tests.unit.resolve_facts import DATA, KPRO6_CT, TINY_QWEN3, smi
 REPORTS = DATA / "gpu-reports"
 MIG_FILES = {"xml-a100-sxm4-40gb-mig-r510.xml", "list-a100-sxm4-80gb-mig-7x1g10gb-r535.txt",
              "list-a100-80gb-pcie-mig-2x3g40gb-lxc-r530.txt", "list-a100-sxm4-80gb-x4-mig-on-gpu0.txt",
-             "table-rtx-pro-6000-x3-mig-on-gpu2-cut.txt", "collect_env-a100-sxm4-80gb-mig-2x3g40gb-cut.txt"}
+             "table-rtx-pro-6000-x3-mig-on-gpu2-cut.txt", "collect_env-a100-sxm4-80gb-mig-2x3g40gb-cut.txt",
+             "list-h100-x2-mig-2g20gb-1g10gb-on-gpu0-r580.txt"}
 # a driver every pin set runs on, so that the MIG rules are what a plan meets first
 DRIVER = Driver("580.126.09", "13.0")
 
@@ -42,6 +43,7 @@ def plan_or_refusal(gpus: tuple, variables: dict | None = None, model=TINY_QWEN3
     ("list-a100-sxm4-80gb-mig-7x1g10gb-r535.txt", 0, ["1g.10gb"] * 7),
     ("list-a100-80gb-pcie-mig-2x3g40gb-lxc-r530.txt", 0, ["3g.40gb"] * 2),
     ("list-a100-sxm4-80gb-x4-mig-on-gpu0.txt", 0, ["1g.20gb"] * 4),
+    ("list-h100-x2-mig-2g20gb-1g10gb-on-gpu0-r580.txt", 0, ["2g.20gb", "1g.10gb"]),
 ])
 def test_list_gives_each_mig_device_its_profile_and_uuid(name, gpu_index, profiles):
     r = read(name)
@@ -177,6 +179,8 @@ def test_mig_and_whole_gpus_in_one_box_must_be_chosen_apart():
     ("list-a100-sxm4-80gb-x4-mig-on-gpu0.txt", {}, "GPUs [0] have MIG enabled and GPUs [1, 2, 3] do not",
      "gpus: [1, 2, 3]"),
     ("collect_env-a100-sxm4-80gb-mig-2x3g40gb-cut.txt", {}, "the UUIDs of MIG devices [0, 1]", "nvidia-smi -L"),
+    ("list-h100-x2-mig-2g20gb-1g10gb-on-gpu0-r580.txt", {"gpus": [0]}, "a profile's name is not its memory",
+     "`nvidia-smi` table"),
     ("table-rtx-pro-6000-x3-mig-on-gpu2-cut.txt", {"gpus": [2]}, "has MIG enabled and the facts show no MIG device",
      "nvidia-smi mig -cgi"),
 ])
@@ -229,3 +233,14 @@ def test_the_rendered_units_are_one_per_mig_device_each_reading_its_uuid_from_it
         argv = systemd_parse.exec_words(next(v for _, k, v in settings if k == "ExecStart"))
         assert "--tp-size" not in argv and argv[argv.index("--port") + 1] == str(ctx.plan.servers[i].port)
     assert len({s.port for s in ctx.plan.servers}) == 4
+
+
+def test_vllm_is_refused_on_a_mig_device_it_cannot_start_on():
+    # vLLM 0.20.1 int()s CUDA_VISIBLE_DEVICES and exits on a MIG UUID (vllm issue 41848, on the H100 of
+    # list-h100-x2-mig-2g20gb-1g10gb-on-gpu0-r580.txt); SGLang and vLLM on the whole GPU still plan
+    err = plan_or_refusal(assembled_a100_x2_mig(), {"gpus": [0], "engine": "vllm"})
+    assert isinstance(err, ResolveError) and err.message.startswith("vLLM 0.20.1 cannot start on a MIG device")
+    assert "vllm-project/vllm/issues/41848" in err.evidence and "engine unset" in err.hint
+    whole = plan_or_refusal(assembled_a100_x2_mig(), {"gpus": [1], "engine": "vllm"})
+    assert [s.cuda_visible_devices for s in whole.servers] == ["1"]
+

@@ -14,6 +14,7 @@ from gpunode.resolve.choices import Choices, from_vars
 from gpunode.resolve.hardware import GpuSet
 from gpunode.resolve.kb import KB, Pinset
 from gpunode.resolve.load import load
+from gpunode.resolve.mig import check_engine as mig_engine
 from gpunode.resolve.plan import Indexes, Plan, PlannedModel, PlannedPackage, PlannedWeights, RouterPlan, Server
 from gpunode.resolve.report import facts_view
 from gpunode.resolve.trail import Trail
@@ -42,6 +43,8 @@ def resolve(facts: Facts, variables: dict[str, Any] | None = None, kb: KB | None
     _model_checks(facts, gpus, rule, trail)
     picked = pick.pick(kb, engine, facts, gpus, rule, choices, trail)
     p, py = picked.pinset, picked.python
+    if gpus is not None and gpus.mig:
+        mig_engine(p, facts.target)
     _quant_floor(kb, p, gpus, rule, trail)
     venv = f"{choices.venv_root.rstrip('/')}/{p.id}"
     tk = toolkit.choose(p, facts, gpus, venv, py, kb, trail)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from gpunode.errors import ResolveError
 from gpunode.facts.types import Facts, Gpu, MigDevice
+from gpunode.resolve import versions
+from gpunode.resolve.kb import Pinset
 from gpunode.resolve.trail import Trail
 
 SOURCE = ("https://docs.nvidia.com/datacenter/tesla/mig-user-guide/mig-device-names.html (Device Enumeration: "
@@ -19,6 +21,14 @@ SOURCE = ("https://docs.nvidia.com/datacenter/tesla/mig-user-guide/mig-device-na
           "https://docs.rapids.ai/deployment/stable/guides/mig (no CUDA IPC, NVLink or NVSwitch under MIG)")
 WHY_NO_TP = ("a server is one CUDA process, which enumerates a single MIG device, and MIG devices have no CUDA IPC "
              "or NVLink between them for NCCL")
+# vLLM reads each CUDA_VISIBLE_DEVICES entry with int() (vllm/platforms/interface.py
+# device_id_to_physical_device_id) and exits before loading the model when it is a MIG UUID: seen with 0.10.0
+# (A100, 2g.10gb) and 0.20.1 (H100, 2g.20gb); the fixes (PRs 41776, 41850, 46132) were not merged. A newer
+# pinned vLLM is not refused until someone sees it fail too.
+VLLM_BROKEN = "<=0.20.1"
+VLLM_SOURCE = ("https://github.com/vllm-project/vllm/issues/41848 (vLLM 0.20.1, H100 MIG 2g.20gb: "
+               "\"ValueError: invalid literal for int() with base 10: 'MIG-...'\"); "
+               "https://github.com/vllm-project/vllm/pull/46132 (the same on 0.10.0, A100 MIG 2g.10gb)")
 CREATE = ("create GPU and compute instances (nvidia-smi mig -cgi <profiles> -C) or turn MIG off "
           "(nvidia-smi -i N -mig 0, then reset the GPU)")
 
@@ -74,3 +84,14 @@ def instances(facts: Facts, selected: tuple[Gpu, ...], trail: Trail) -> tuple[In
                  "MIG is enabled: each MIG device is a GPU of its own to CUDA, named by its UUID, so each runs one "
                  "server", fact=listing, rule="resolve/mig.py", source=SOURCE)
     return found
+
+
+def check_engine(p: Pinset, target: str) -> None:
+    """A MIG device is reached only through CUDA_VISIBLE_DEVICES=MIG-<UUID>; an engine that cannot read
+    that cannot run on one."""
+    if p.engine == "vllm" and versions.matches(p.version, VLLM_BROKEN):
+        raise ResolveError(f"vLLM {p.version} cannot start on a MIG device: it reads CUDA_VISIBLE_DEVICES as GPU "
+                           "numbers and exits on the MIG UUID that names the device (\"invalid literal for int() with "
+                           "base 10: 'MIG-...'\")", target=target, evidence=f"source: {VLLM_SOURCE}",
+                           hint="leave engine unset to run SGLang there, or turn MIG off to run vLLM on "
+                                "whole GPUs")
