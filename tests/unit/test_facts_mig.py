@@ -244,3 +244,22 @@ def test_vllm_is_refused_on_a_mig_device_it_cannot_start_on():
     whole = plan_or_refusal(assembled_a100_x2_mig(), {"gpus": [1], "engine": "vllm"})
     assert [s.cuda_visible_devices for s in whole.servers] == ["1"]
 
+
+def assembled_check_env_of_mig_devices() -> str:
+    """ASSEMBLED, not recorded: the recorded check_env-a100-x8.txt with its GPU line in the form CUDA names a
+    MIG device ("NVIDIA H100 80GB HBM3 MIG 1g.10gb", torch.cuda.get_device_name; docs/sources.md#mig): no
+    check_env run on MIG devices was found in public threads."""
+    text = (REPORTS / "check_env-a100-x8.txt").read_text()
+    return text.replace("GPU 0,1,2,3,4,5,6,7: NVIDIA A100-SXM4-80GB",
+                        "GPU 0,1,2,3,4,5,6,7: NVIDIA H100 80GB HBM3 MIG 1g.10gb").replace(
+                        "GPU 0,1,2,3,4,5,6,7 Compute Capability: 8.0", "GPU 0,1,2,3,4,5,6,7 Compute Capability: 9.0")
+
+
+def test_check_env_of_mig_devices_is_never_planned_as_whole_gpus():
+    r = gpu_report.read_report(assembled_check_env_of_mig_devices())
+    assert len(r.gpus) == 8
+    assert all(g.name == "NVIDIA H100 80GB HBM3" and g.mig_mode == "Enabled" for g in r.gpus)
+    assert [d.profile for g in r.gpus for d in g.mig_devices] == ["1g.10gb"] * 8
+    err = plan_or_refusal(r.gpus)
+    assert isinstance(err, ResolveError), [s.cuda_visible_devices for s in err.servers]
+    assert "the UUIDs of MIG devices [0] are not in the facts" in err.message and "nvidia-smi -L" in err.hint

@@ -139,8 +139,9 @@ def parse_check_env(text: str) -> tuple[SmiView, Reported]:
                 names[index] = m.group(2)
             else:
                 caps[index] = m.group(3)
-    gpus = tuple(Gpu(index=i, name=names[i], memory_mib=None, compute_cap=caps.get(i),
-                     compute_cap_source="sglang.check_env" if i in caps else "") for i in sorted(names))
+    gpus = mig.from_cuda_names(tuple(Gpu(index=i, name=names[i], memory_mib=None, compute_cap=caps.get(i),
+                                         compute_cap_source="sglang.check_env" if i in caps else "")
+                                     for i in sorted(names)))
     nvcc = re.search(r"^[ \t]*NVCC:.*release (\d+\.\d+)", text, re.M)
     torch = _value(text, "PyTorch")
     reported = Reported(format=CHECK_ENV, torch=torch, torch_cuda=_cuda_of_torch(torch),

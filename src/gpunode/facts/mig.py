@@ -3,8 +3,8 @@
 Each format shows a part: `nvidia-smi -L` the profile ("1g.10gb") and the UUID CUDA needs
 (CUDA_VISIBLE_DEVICES=MIG-...), the table's "MIG devices" section and `-q` (text and XML) the
 GPU instance, compute instance and memory, torch's collect_env the -L lines with the UUIDs
-cut out. SGLang's check_env names CUDA's devices only; no recorded check_env of a MIG device was
-found, so it is read as it always was. `merge` puts the parts of one device together by its
+cut out. SGLang's check_env names CUDA's devices, and CUDA names a MIG device "<GPU> MIG <profile>":
+read as a MIG device (its profile only), never as a whole GPU. `merge` puts the parts of one device together by its
 index on its GPU. Recorded outputs: tests/data/gpu-reports/README.md (the MIG rows) and
 tests/data/nvidia-smi/a100-x2-mig.
 """
@@ -23,6 +23,24 @@ _LIST_GPU = re.compile(r"^[ \t]*(?:GPU models and configuration\s*:\s*)?GPU (\d+
 LIST_MIG = re.compile(r"^[ \t]*MIG (\S+)\s+Device\s+(\d+):(?:\s*\(UUID: (MIG-[^)\s]+)\))?[ \t\r]*$")
 # the table's "MIG devices" rows: "|  0    3   0   0  |    12MiB /  9856MiB  | ..."
 _TABLE_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|[^|]*?\d+MiB\s*/\s*(\d+)MiB")
+
+
+# CUDA names a MIG device "<its GPU's name> MIG <profile>" (torch.cuda.get_device_name, and so SGLang's check_env):
+# "NVIDIA H100 80GB HBM3 MIG 1g.10gb" (docs/sources.md#mig); the CUDA device number is not the GPU's index
+_CUDA_NAME = re.compile(r"^(.*\S)\s+MIG\s+((?:\d+c\.)?\d+g\.\d+gb\S*)$", re.I)
+
+
+def from_cuda_names(gpus: tuple[Gpu, ...]) -> tuple[Gpu, ...]:
+    """CUDA devices (check_env's list) whose name says they are MIG devices, as MIG devices of a MIG-enabled
+    GPU: never a whole GPU. Only the profile is known; the UUID and memory come from nvidia-smi."""
+    out = []
+    for g in gpus:
+        m = _CUDA_NAME.match(g.name)
+        if m:
+            g = replace(g, name=m.group(1), mig_mode="Enabled",
+                        mig_devices=(MigDevice(index=g.index, profile=m.group(2)),))
+        out.append(g)
+    return tuple(out)
 
 
 def from_list(text: str) -> dict[int, tuple[MigDevice, ...]]:
