@@ -91,6 +91,15 @@ def test_a_compressed_tensors_integer_group_is_counted_at_its_own_num_bits(bits)
     assert abs((size - four) - quantized * 1e9 * (bits - 4) / 8) / four < 0.01
 
 
+def test_a_per_channel_integer_group_of_an_odd_width_is_sized_not_a_key_error():
+    # the same group written per channel (no group_size), at 3 bits: no table row for "int3", its own rate
+    changed = json.loads(json.dumps(config("kimi-k2.5")))
+    weights = changed["text_config"]["quantization_config"]["config_groups"]["group_0"]["weights"]
+    weights.update(num_bits=3, group_size=None, strategy="channel")
+    size, source = estimate(changed)
+    assert "int3 x 0.375" in source and size < estimate(config("kimi-k2.5"))[0]
+
+
 def test_nemotron_h_block_lists_count_like_the_pattern_they_replace():
     nano = config("nemotron-3-nano-30b-a3b-bf16")
     names = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}

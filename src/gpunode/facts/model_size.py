@@ -64,6 +64,8 @@ def _group_format(w: dict[str, Any]) -> str | None:
         fmt = f"int{bits}/{group}{'' if per == 2 else 'z'}"
         _RATES[fmt] = bits / 8 + per / group
         return fmt
+    # per channel (no group): one scale a row, nothing a weight
+    _RATES.setdefault(f"int{bits}", bits / 8)
     return f"int{bits}"
 
 
