@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("entry: the tasks (parse, wire, print)", ("gpunode.cli",)),
     ("runs: one run's data flow and what it reports", (
         "gpunode.pipeline", "gpunode.report", "gpunode.rollout", "gpunode.wheelhouse", "gpunode.testing",
-        "gpunode.bench", "gpunode.doctor")),
+        "gpunode.bench", "gpunode.doctor", "gpunode.tune")),
     ("fleet: the provisioned targets' status, keys and router", ("gpunode.fleet",)),
     ("roles: the shipped roles and the role machinery", ("gpunode.roles",)),
     ("engine: runs the steps of role plans", ("gpunode.engine",)),
