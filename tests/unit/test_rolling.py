@@ -249,3 +249,21 @@ def test_inv_rollback_also_replaces_a_server_still_running_what_its_files_no_lon
     assert not roll_server.started_before(started_since, [written], wall, mono)
     assert not roll_server.started_before(0, [written], wall, mono)  # not running: the rollout starts it anyway
     assert not roll_server.started_before(started_long_ago, [], wall, mono)
+
+
+def test_a_router_that_refuses_the_key_stops_the_replacement_before_the_server_restarts(monkeypatch):
+    """Issue 44: a fleet router that answers 401 (its clients' key changed in the inventory, the router not
+    restarted with it yet) is not "a router that does not answer": the server would be restarted while the
+    router still sends it requests. The replacement fails before anything restarts, saying why."""
+    asked: list[tuple[str, str]] = []
+
+    def http(headers, method, url, body=None, timeout=5.0):
+        asked.append((method, url))
+        return (401, b"") if url.startswith("http://10.0.0.9") else (0, b"")
+
+    monkeypatch.setattr(roll_server, "http", http)
+    with pytest.raises(roll_server.Refused, match=r"refuses the key .* \(HTTP 401\).*fleet_router_api_key"):
+        roll_server.leave({}, {"router": "http://10.0.0.9:30100", "worker": "http://10.0.0.5:30001"}, 30)
+    assert asked == [("GET", "http://10.0.0.9:30100/workers")]  # no DELETE, and no restart after
+    # a router that does not answer at all (not started yet) is still passed over, as before
+    assert roll_server.leave({}, {"router": "http://127.0.0.1:30000", "port": 30001}, 30) == ""

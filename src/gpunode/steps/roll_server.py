@@ -35,6 +35,10 @@ class Failed(Exception):
     pass
 
 
+class Refused(Failed):
+    """A router refused gpunode's key before anything was restarted: nothing to go back from."""
+
+
 # A router's own headers (its clients' key) and the key each worker is registered with: read from
 # stdin by main(); a router without keys of its own is asked with the servers' headers.
 ROUTERS: dict = {}
@@ -74,9 +78,16 @@ def http(headers, method, url, body=None, timeout=5.0):
         return 0, b""
 
 
-def workers(headers, router):
-    """{url: worker} as the router lists them; None when the router does not answer with a list."""
+def workers(headers, router, strict=False):
+    """{url: worker} as the router lists them; None when the router does not answer with a list.
+    strict: a router that answers but refuses the key (401, 403) is Failed, not "does not answer": the
+    server must not be restarted while that router still sends it requests."""
     status, body = http(router_headers(headers, router), "GET", router + "/workers")
+    if strict and status in (401, 403):
+        raise Refused(f"the router {router} refuses the key gpunode asks its worker API with (HTTP {status}): "
+                     "was fleet_router_api_key changed in the same run? The fleet router takes a new clients' "
+                     "key only once its own target's run restarts it (docs/fleet.md, Rotation); nothing was "
+                     "restarted")
     try:
         rows = json.loads(body)["workers"] if status == 200 else None
     except (ValueError, KeyError, TypeError):
@@ -99,7 +110,7 @@ def leave(headers, route, wait_s):
     """The router stops sending the worker new requests. The URL it lists (or would list) the server
     under, to take it back under once it is Ready; "" when the router does not answer (not started yet:
     nothing to take out or back)."""
-    have = workers(headers, route["router"])
+    have = workers(headers, route["router"], strict=True)
     if have is None:
         say(f"@@note the router {route['router']} does not answer: nothing to take this server out of")
         return ""
@@ -376,6 +387,9 @@ def main():
         return
     try:
         roll(headers, server, req)
+    except Refused as exc:  # the server was not touched: it keeps running, its restart stays pending
+        say(f"@@failed {exc}")
+        sys.exit(3)
     except Failed as exc:
         rollback(headers, req, str(exc))
     os.makedirs(req["generations"], exist_ok=True)
