@@ -251,6 +251,40 @@ def test_inv_rollback_also_replaces_a_server_still_running_what_its_files_no_lon
     assert not roll_server.started_before(started_long_ago, [], wall, mono)
 
 
+def test_inv_rollback_on_a_fleet_member_takes_each_server_out_of_the_fleet_router_too():
+    """Issue 39: `inv rollback` on a fleet member replaces each server behind its fleet router as a rollout
+    does, not behind its own router only: out of both, asked with the fleet router's clients' key, and back
+    in with the key the router sends the server (the server's own: a generation holds no key)."""
+    from gpunode.fleet import generations
+    from gpunode.fleet.endpoint import MemberRoute
+    from gpunode.fleet.status import Report, Unit
+
+    report = Report("lab/221", units=[
+        Unit("gpunode-cpu0.service", "server", "cpu0", "active", "running", "loaded", model="tiny-qwen3", port=30001),
+        Unit("gpunode-router.service", "router", "router", "active", "running", "loaded", port=30000)])
+    gen = generations.Generation("g-000000000001", files=["/etc/gpunode/cpu0.env",
+                                                          "/etc/systemd/system/gpunode-cpu0.service"])
+    fleet = MemberRoute("http://10.231.0.23:30100", "10.231.0.21", "sk-client-1234")
+    req = generations.request(report, gen, drain_s=300, ready_s=600, fleet=fleet)
+    (server,) = req["servers"]
+    assert server["routes"] == [{"router": "http://127.0.0.1:30000", "port": 30001},
+                                {"router": "http://10.231.0.23:30100", "worker": "http://10.231.0.21:30001"}]
+    stdin = generations.keys(req, "sk-server-5678", fleet)
+    assert "sk-" not in json.dumps(req)  # the keys go on stdin only
+    headers = roll_server.read_keys(stdin.decode())
+    try:
+        assert headers["Authorization"] == "Bearer sk-server-5678"
+        assert roll_server.router_headers(headers, fleet.router)["Authorization"] == "Bearer sk-client-1234"
+        assert roll_server.worker_key(fleet.router, "http://10.231.0.21:30001") == "sk-server-5678"
+        assert roll_server.router_headers(headers, "http://127.0.0.1:30000") == headers
+    finally:
+        roll_server.ROUTERS.clear()
+    # not a fleet member: the routes and stdin as before
+    alone = generations.request(report, gen, drain_s=300, ready_s=600)
+    assert [r["router"] for r in alone["servers"][0]["routes"]] == ["http://127.0.0.1:30000"]
+    assert generations.keys(alone, "sk-server-5678", None) == b"sk-server-5678"
+
+
 def test_a_router_that_refuses_the_key_stops_the_replacement_before_the_server_restarts(monkeypatch):
     """Issue 44: a fleet router that answers 401 (its clients' key changed in the inventory, the router not
     restarted with it yet) is not "a router that does not answer": the server would be restarted while the

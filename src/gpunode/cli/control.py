@@ -128,15 +128,21 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
 def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=None, set_=None, grace=None, limit=None):
     """Go back one generation: the kept unit and env files (and so the venv they name) back in place, each
     changed server replaced behind the router one at a time, the router last (docs/upgrade.md)."""
+    from gpunode.cli.common import load_inventory, parse_sets, select_targets
     from gpunode.cli.session import Session
     from gpunode.engine import DEFAULT_STATE_DIR
     from gpunode.engine.lock import Owner
     from gpunode.engine.runner import new_run_id
     from gpunode.fleet import gather, generations, status
+    from gpunode.fleet import provision as fleet
     from gpunode.secrets import redact
     from gpunode.steps.secretfiles import curl_auth
 
-    targets = targets_of(inventory, host, ct, group, set_, limit)
+    inv, sets = load_inventory(inventory), parse_sets(set_)
+    targets = select_targets(inv, host, ct, group, sets, limit)
+    # A fleet member's servers leave the fleet router too while each is replaced, as in a rollout.
+    every = fleet.every_target(inv, sets) if any(t.vars.get("fleet_router") for t in targets) else []
+    routes = fleet.member_routes(targets, every) if every else {}
     owner = Owner.current(new_run_id())
     with Session() as session:
         for target in targets:  # one after the other, as inv restart
@@ -149,7 +155,7 @@ def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=N
                              "--grace", 1, 86400, "e.g. --grace 600")
             drain = parse_int(target.vars.get("servers_drain_s", 300), "servers_drain_s", 0, 86400, "e.g. 300")
             name, said = generations.rollback(transport, report, owner, DEFAULT_STATE_DIR, to=to or "", key=key,
-                                              drain_s=drain, ready_s=wait)
+                                              drain_s=drain, ready_s=wait, fleet=routes.get(target.name))
             if json:
                 say(redact(jsonlib.dumps({"type": "rollback", "target": target.name, "generation": name,
                                           "said": said})))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gpunode import shell
 from gpunode.engine import journal, lock
@@ -18,6 +19,9 @@ from gpunode.errors import InventoryError, StepError, tail
 from gpunode.fleet.status import Report
 from gpunode.steps.rolling import GENERATIONS, parse_log, previous, script
 from gpunode.transport.base import Transport
+
+if TYPE_CHECKING:
+    from gpunode.fleet.endpoint import MemberRoute
 
 _LIST = shell.script("gpunode.fleet", "generations_list.sh")
 
@@ -84,27 +88,42 @@ def lines(gens: list[Generation]) -> list[str]:
     return out
 
 
-def request(report: Report, gen: Generation, *, drain_s: int, ready_s: int) -> dict:
-    """roll_server.py's request for going back to `gen`: every server with its files and the router
-    that lists it (found there by its port), the router last."""
+def request(report: Report, gen: Generation, *, drain_s: int, ready_s: int, fleet: MemberRoute | None = None) -> dict:
+    """roll_server.py's request for going back to `gen`: every server with its files and the routers
+    that list it (its target's, found there by its port; a fleet member's fleet router, at the URL it
+    lists the server under), the router last."""
     router = next((u for u in report.units if u.kind == "router" and u.port), None)
     model = next((u.model for u in report.units if u.kind == "server" and u.model), "")
 
     def files(name: str, unit: str) -> list[str]:
         return [f for f in gen.files if f.rsplit("/", 1)[-1].startswith(f"{name}.") or f.endswith("/" + unit)]
 
+    def routes(port: int) -> list[dict]:
+        own = [{"router": f"http://127.0.0.1:{router.port}", "port": port}] if router else []
+        return own + ([{"router": fleet.router, "worker": f"http://{fleet.host}:{port}"}] if fleet else [])
+
     servers = [{"unit": u.id, "url": f"http://127.0.0.1:{u.port}", "model": u.model or model, "health": "/health",
-                "files": files(u.name, u.id),
-                "routes": [{"router": f"http://127.0.0.1:{router.port}", "port": u.port}] if router else []}
+                "files": files(u.name, u.id), "routes": routes(u.port)}
                for u in report.units if u.kind == "server" and u.port]
     return {"to": gen.name, "generations": GENERATIONS, "drain_s": drain_s, "ready_s": ready_s, "servers": servers,
             "router": {"unit": router.id, "files": files("router", router.id)} if router else {}}
 
 
+def keys(req: dict, key: str, fleet: MemberRoute | None) -> bytes:
+    """roll_server.py's stdin: the servers' key; with a fleet router, the JSON form with the router's own
+    key (its worker API takes the clients' key) and the one it sends each server (the server's key: a
+    generation never holds a key, so going back keeps the one the server has now)."""
+    if not fleet:
+        return key.encode()
+    workers = {r["worker"]: key for s in req["servers"] for r in s["routes"] if r["router"] == fleet.router}
+    return json.dumps({"key": key, "routers": {fleet.router: {"key": fleet.key, "workers": workers}}},
+                      sort_keys=True).encode()
+
+
 def rollback(target: Transport, report: Report, owner: Owner, state_dir: str, *, to: str = "", key: str = "",
-             drain_s: int = 300, ready_s: int = 1800) -> tuple[str, list[str]]:
+             drain_s: int = 300, ready_s: int = 1800, fleet: MemberRoute | None = None) -> tuple[str, list[str]]:
     """Go back to generation `to` (default: the one live before the live one); (its name, what
-    roll_server.py said) or StepError."""
+    roll_server.py said) or StepError. `fleet`: a fleet member's way out of its fleet router and back."""
     gens, before = read(target)
     name = to or before
     gen = next((g for g in gens if g.name == name), None)
@@ -117,12 +136,12 @@ def rollback(target: Transport, report: Report, owner: Owner, state_dir: str, *,
         raise InventoryError(f"{target.name}: generation {name} is the live one already", target=target.name,
                              hint="inv history lists the kept generations")
     python = f"{gen.meta['venv'].rstrip('/')}/bin/python" if gen.meta.get("venv") else "python3"
-    req = request(report, gen, drain_s=drain_s, ready_s=ready_s)
+    req = request(report, gen, drain_s=drain_s, ready_s=ready_s, fleet=fleet)
     by = f"{owner.user}@{owner.workstation}"
     with lock.acquire(target, state_dir, owner):
         journal.update(target, state_dir, owner.run_id, entries=[
             journal.Entry(owner.run_id, by, "servers", "step", f"rollback:{name}", f"back to generation {name}")])
-        r = target.run([python, "-c", script(), json.dumps(req, sort_keys=True)], stdin=key.encode(),
+        r = target.run([python, "-c", script(), json.dumps(req, sort_keys=True)], stdin=keys(req, key, fleet),
                        timeout=drain_s + ready_s * (len(req["servers"]) + 1) + 120)
     said = [x for x in r.stdout.splitlines() if x.startswith("@@")]
     if not r.ok:
