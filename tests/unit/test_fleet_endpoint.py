@@ -85,6 +85,20 @@ def test_a_router_target_missing_from_the_inventory_is_refused(tmp_path):
         fleetp.check_members(select_targets(load(path), None, None, "job", {}), targets(path))
 
 
+def test_the_router_only_target_selected_without_its_members_is_refused(tmp_path):
+    """Issue 44: `inv provision --host pve --ct 302` (the router's target alone, after its clients' key
+    changed) used to exit 0 having done nothing: its run is built from the members' plans."""
+    path = inventory(tmp_path)
+    inv = load(path)
+    with pytest.raises(InventoryError, match=r"pve/302 holds only the fleet router of kpro6, pve/301, rented, .*"
+                                             r"without kpro6, pve/301, rented this run would change nothing") as e:
+        fleetp.check_router_only(select_targets(inv, "pve", 302, None, {}), lambda: targets(path))
+    assert "--group" in (e.value.hint or "")
+    # with its whole fleet (the group), or a run without it: nothing to refuse
+    fleetp.check_router_only(select_targets(inv, None, None, "job", {}), lambda: targets(path))
+    fleetp.check_router_only(select_targets(inv, "pve", 301, None, {}), lambda: targets(path))
+
+
 def test_a_run_of_part_of_a_fleet_leaves_its_router_alone_and_says_so(tmp_path):
     every = targets(inventory(tmp_path))
     kpro6 = next(t for t in every if t.name == "kpro6")

@@ -66,6 +66,7 @@ def provision(c, host=None, ct=None, group=None, check=False, diff=False, only=N
     targets = select_targets(inv, host, ct, group, sets, limit)
     chosen = list(targets)  # a fleet router's own target too, for the Prometheus targets file
     every = fleet.every_target(inv, sets) if any(t.vars.get("fleet_router") for t in targets) else []
+    fleet.check_router_only(targets, lambda: every or fleet.every_target(inv, sets))
     fleet.check_members(targets, every)
     targets = fleet.firewall_sources(targets, every)
     # A target that only holds a fleet router gets the router's run alone (provision_fleets).

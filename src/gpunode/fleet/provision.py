@@ -50,6 +50,29 @@ def check_members(targets: Sequence[Any], every: list[Any]) -> None:
             endpoint.client_key(router, [m for m in every if m.name in fleets[name].members])
 
 
+def check_router_only(targets: Sequence[Any], every: Callable[[], list[Any]]) -> None:
+    """Refuse a run that selects a target holding only a fleet router without its fleet's members: its
+    run is built from their plans (provision_fleets), so it would change nothing and exit 0, and a changed
+    fleet_router_api_key (a key rotation, docs/fleet.md) would silently not reach the router."""
+    alone = [t for t in targets if t.vars.get("fleet_router_only")]
+    if not alone:
+        return
+    chosen = {t.name for t in targets}
+    whole = every()
+    for t in alone:
+        for fleet in endpoint.fleets(whole).values():
+            member = next((m for m in whole if m.name == fleet.members[0]), None)
+            if member is None or router_target(whole, fleet, member).name != t.name:
+                continue
+            missing = [m for m in fleet.members if m not in chosen]
+            if missing:
+                raise InventoryError(f"{t.name} holds only the fleet router of {', '.join(fleet.members)}, whose "
+                                     f"run is built from theirs: without {', '.join(missing)} this run would "
+                                     "change nothing", target=t.name,
+                                     hint="provision the fleet's group (e.g. --group NAME), or select every "
+                                     "member with it (-l): the members' runs change nothing of theirs")
+
+
 def member_routes(targets: Sequence[Any], every: list[Any]) -> dict[str, endpoint.MemberRoute]:
     """{member: how its servers leave and rejoin the fleet router} for the members among `targets`."""
     fleets = endpoint.fleets(every)
