@@ -5,6 +5,7 @@ from __future__ import annotations
 from gpunode.engine import RolePlan
 from gpunode.errors import InventoryError
 from gpunode.resolve.actions import Ldconfig, LibSymlink, Link, OverlayTree, RemoveTree
+from gpunode.resolve.choices import value as resolver_var
 from gpunode.roles.context import RoleContext
 from gpunode.steps.cuda import LibcudaLink
 from gpunode.steps.files import Directory, Symlink
@@ -24,8 +25,8 @@ _NOT_KEPT = ("/tmp", "/var/tmp", "/run", "/dev/shm")
 
 def jit_cache(ctx: RoleContext) -> str:
     """cuda_jit_cache, refused where it would not outlive a reboot or an upgrade of the venv."""
-    cache = str(ctx.vars["cuda_jit_cache"]).rstrip("/") or "/"
-    venvs = str(ctx.vars.get("venv_root") or "/opt/gpunode/venvs").rstrip("/")
+    cache = str(resolver_var(ctx.vars, "cuda_jit_cache")).rstrip("/") or "/"
+    venvs = str(resolver_var(ctx.vars, "venv_root")).rstrip("/")
     for root, why in [*((r, "emptied at boot or by age") for r in _NOT_KEPT),
                       (venvs, "venv_root: a venv is made again when its pin set changes")]:
         if cache == root or cache.startswith(root + "/"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from gpunode.engine import RolePlan
+from gpunode.resolve.choices import value as resolver_var
 from gpunode.roles.context import RoleContext
 from gpunode.steps import render
 from gpunode.steps.files import File
@@ -31,7 +32,7 @@ def script_text() -> str:
 def build(ctx: RoleContext) -> list[RolePlan]:
     steps: list = [File(path=STAGE_SCRIPT, content=script_text(), mode=0o755)]
     w = ctx.plan.weights  # where to copy from and to: the resolver's (resolve/core.py _weights)
-    if w is None and ctx.vars["weights_stage"]:
+    if w is None and resolver_var(ctx.vars, "weights_stage"):
         ctx.var("model_source")  # nothing to stage without it: refused, naming the variable
     if w is not None and w.stage:
         servers = len(ctx.plan.servers) or 1

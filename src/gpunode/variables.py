@@ -32,7 +32,8 @@ from gpunode.vartypes import MORE, SIMPLE, Bad, checker, describe
 
 # (who reads them, package, file) beside the roles' own types.yml
 READERS = (("resolver", "gpunode.resolve", "types.yml"), ("facts", "gpunode.facts", "types.yml"),
-           ("onboard", "gpunode.pve", "types.yml"))
+           ("onboard", "gpunode.pve", "types.yml"), ("fleet", "gpunode.fleet", "types.yml"),
+           ("rollout", "gpunode", "rollout.types.yml"))
 
 # Wider than secrets.is_secret_name on purpose: a misspelled secret (server_api_kye, vault_api_key)
 # must still be recognised as one, so that its refusal lists the secrets gpunode passes on.

@@ -309,7 +309,7 @@ def test_a_build_that_is_missing_or_gives_no_role_plans_is_an_error_naming_it(tm
     ("odd_dir: [1]\n", r"odd/types\.yml:1: variable odd_dir has the type \[1\], which is no type name"),
     ("odd_dir:\n", r"odd/types\.yml:1: variable odd_dir has the type None, which is no type name"),
     ("odd_dir: path\n1: path\n", r"odd/types\.yml:2: 1 is no variable name"),
-    ("odd_dir: path\ngpus: words\n", r"variable gpus is 'gpus' in roles/servers/types\.yml but 'words' in .*odd/types"),
+    ("odd_dir: path\ngpus: words\n", r"variable gpus is 'words' in .*odd/types\.yml but 'gpus' in resolve/types\.yml"),
 ])
 def test_a_types_yml_line_that_is_no_declaration_is_refused_with_its_line(tmp_path, types, said):
     """issue 41: an unknown type name, a list or nothing as the type were internal errors."""

@@ -1,5 +1,6 @@
 """Roles read the typed plan only: from the resolver they may import its types (the plan's
-dataclasses and fix actions), never the knowledge base or the code that reads it."""
+dataclasses, fix actions and its typed variables with their one default, choices.py), never the
+knowledge base or the code that reads it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from gpunode import searchpath
 
 ROLES = searchpath.shipped("roles")  # the package's (context, plan view) and the top level's role folders
-TYPES = {"gpunode.resolve.plan", "gpunode.resolve.actions"}
+TYPES = {"gpunode.resolve.plan", "gpunode.resolve.actions", "gpunode.resolve.choices"}
 
 
 def imported(path: Path) -> set[str]:

@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpunode import inventory, variables
+from gpunode import inventory, roles, variables
 from gpunode.cli import vardoc
 from gpunode.cli.common import parse_sets, select_targets
 from gpunode.errors import InventoryError
+from gpunode.fleet import endpoint
+from gpunode.resolve import choices
 from gpunode.resolve.choices import Choices, from_vars
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,9 +81,33 @@ def test_a_name_declared_with_two_types_is_refused():
 
 
 def test_the_same_type_in_two_declarations_names_both_readers():
+    reg = variables.build([("servers", "roles/servers/types.yml", {"gpus": "gpus"}), ("me", "x.yml", {"gpus": "gpus"})])
+    assert reg["gpus"].readers == ("servers", "me")  # a user role may declare a name again, with its type
     reg = variables.registry()
-    assert reg["base_port"].readers == ("servers", "resolver")
+    assert reg["base_port"].readers == ("resolver",) and reg["fleet_router_port"].readers == ("fleet",)
     assert reg["venv"].readers == ("facts",) and reg["pve_api"].readers == ("onboard",)
+
+
+def test_every_shipped_variable_is_typed_once_and_defaulted_once():
+    """One home per variable (issue 40): gpunode's own declarations name each variable once, and its
+    default is written in one place: a role's defaults.yml, the resolver's Choices or the fleet's."""
+    typed: dict[str, list[str]] = {}
+    for _, where, types in variables.sources(product_only=True):
+        for name in types:
+            typed.setdefault(name, []).append(where)
+    assert {n: w for n, w in typed.items() if len(w) > 1} == {}
+    defaulted: dict[str, list[str]] = {}
+    for name in roles.shipped():
+        for key in roles.defaults((name,)):
+            defaulted.setdefault(key, []).append(f"roles/{name}/defaults.yml")
+    for key in choices.DEFAULTS:
+        defaulted.setdefault(key, []).append("resolve/choices.py")
+    for key in endpoint.DEFAULTS:
+        defaulted.setdefault(key, []).append("fleet/endpoint.py")
+    assert {n: w for n, w in defaulted.items() if len(w) > 1} == {}
+    # and the code that reads a default-less name has no default of its own for it either
+    assert not re.findall(r"servers_ready_grace_s\", \d|venv_root\"\) or \"/|weights_dest_root\"\) or \"/|"
+                          r"fleet_router_port\"\) or \d", "\n".join(p.read_text() for p in SRC.rglob("*.py")))
 
 
 @pytest.mark.parametrize(("sets", "words"), [

@@ -33,7 +33,7 @@ def _control(action: str, host, ct, group, server, router, json, inventory, set_
             fleet_auth = curl_auth(str(target.vars.get("fleet_router_api_key") or ""))
             report = status.parse(target.name, gather.gather(transport, auth, sample=0, fleet_auth=fleet_auth))
             units = control.select(report, server, router)
-            wait = parse_int(grace if grace is not None else target.vars.get("servers_ready_grace_s", 1800),
+            wait = parse_int(grace if grace is not None else servers_var(target, "servers_ready_grace_s"),
                              "--grace", 1, 86400, "e.g. --grace 600")
             if not json:
                 say(f"{target.name}: {action} {', '.join(u.name for u in units)}"
@@ -82,6 +82,7 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
     from gpunode.engine.runner import new_run_id
     from gpunode.errors import InventoryError
     from gpunode.fleet import teardown as td
+    from gpunode.resolve import choices
 
     targets = targets_of(inventory, host, ct, group, set_, limit)
     owner = Owner.current(new_run_id())
@@ -89,8 +90,8 @@ def teardown(c, host=None, ct=None, group=None, check=False, yes=False, purge=Fa
     with Session() as session:
         for target in targets:
             transport = session.transport(target)
-            root = str(target.vars.get("weights_dest_root") or "/dev/shm")
-            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge, str(target.vars.get("venv_root") or ""),
+            root = str(choices.value(target.vars, "weights_dest_root"))
+            removal = td.plan(transport, root, DEFAULT_STATE_DIR, purge, str(choices.value(target.vars, "venv_root")),
                               roles.removals(target.vars))
             if json and check:
                 say(jsonlib.dumps({"type": "teardown", "check": True, **removal.to_dict()}))
@@ -151,9 +152,9 @@ def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=N
             fleet_auth = curl_auth(str(target.vars.get("fleet_router_api_key") or ""))
             report = status.parse(target.name, gather.gather(transport, curl_auth(key), sample=0,
                                                              fleet_auth=fleet_auth))
-            wait = parse_int(grace if grace is not None else target.vars.get("servers_ready_grace_s", 1800),
+            wait = parse_int(grace if grace is not None else servers_var(target, "servers_ready_grace_s"),
                              "--grace", 1, 86400, "e.g. --grace 600")
-            drain = parse_int(target.vars.get("servers_drain_s", 300), "servers_drain_s", 0, 86400, "e.g. 300")
+            drain = parse_int(servers_var(target, "servers_drain_s"), "servers_drain_s", 0, 86400, "e.g. 300")
             name, said = generations.rollback(transport, report, owner, DEFAULT_STATE_DIR, to=to or "", key=key,
                                               drain_s=drain, ready_s=wait, fleet=routes.get(target.name))
             if json:
@@ -165,3 +166,15 @@ def rollback(c, host=None, ct=None, group=None, to=None, json=False, inventory=N
 
 
 ns = [start, stop, restart, teardown, rollback]
+
+
+def servers_var(target, name: str):
+    """A servers role's variable, its default from that role's defaults.yml (the one place it is
+    written): a user's servers role that replaced the shipped one may not give it."""
+    from gpunode.errors import InventoryError
+
+    if target.vars.get(name) is None:
+        raise InventoryError(f"{target.name}: {name} is not given, and the servers role in use has no default for it",
+                             target=target.name, hint=f"give {name} in the inventory or your servers role's "
+                             "defaults.yml")
+    return target.vars[name]

@@ -42,6 +42,9 @@ class Worker:
 
 
 CLIENT_KEY = "fleet_router_api_key"  # the key clients give the fleet router (its own --api-key)
+#: fleet_router_port's one default (the fleet's variables are typed in fleet/types.yml; docs/variables.md)
+ROUTER_PORT = 30100
+DEFAULTS = {"fleet_router_port": ROUTER_PORT}
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def client_key(router: Any, members: list[Any]) -> str:
 def router_listen(router: Any) -> tuple[str, int]:
     """The fleet router's address and port: fleet_router_host (default: its fleet address)."""
     host = str(router.vars.get("fleet_router_host") or address_of(router))
-    return host, int(router.vars.get("fleet_router_port") or 30100)
+    return host, int(router.vars.get("fleet_router_port") or ROUTER_PORT)
 
 
 def local_url(host: str, port: int) -> str:

@@ -42,7 +42,7 @@ def fleet(targets: Sequence[Any], every: list[Any]) -> None:
             continue
         if router.vars.get("fleet_router_only"):
             continue  # no servers of its own there
-        port = _port(router, "fleet_router_port", 30100)
+        port = _port(router, "fleet_router_port", endpoint.ROUTER_PORT)
         base = _port(router, "base_port", 30001)
         # a node serves at most 8 servers (one per GPU) from base_port on
         taken = {"its router_port": _port(router, "router_port", 30000),

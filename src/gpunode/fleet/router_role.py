@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpunode.engine import RolePlan
+from gpunode.errors import InventoryError
 from gpunode.fleet import endpoint
 from gpunode.resolve.plan import Indexes, Plan, PlannedModel, RouterPlan, Toolkit, Topology
 from gpunode.roles.context import RoleContext
@@ -48,7 +49,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     """router: its inventory Target (role defaults layered in); workers: every member's servers."""
     from gpunode import roles
     from gpunode.fleet import keys as fleet_keys
-    from gpunode.resolve import load
+    from gpunode.resolve import choices, load
     from gpunode.steps.files import File, Template
     from gpunode.steps.fleet import FleetWorkers
     from gpunode.steps.systemd import Service
@@ -63,7 +64,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     rp = router_plan(kb, facts)
     ctx = RoleContext(target=router.name, vars=v, facts=facts, plan=router_only(router.name, kb, rp),
                       origins=dict(router.origins))
-    venv = f"{str(v.get('venv_root') or '/opt/gpunode/venvs').rstrip('/')}/router"
+    venv = f"{str(choices.value(v, 'venv_root')).rstrip('/')}/router"
     wheelhouse = v.get("wheelhouse") or ""
     source: dict[str, Any] = {"no_index": True, "find_links": [wheelhouse]} if wheelhouse else {}
     installer = venv_installer(v)
@@ -99,5 +100,15 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     return [*base_build(ctx), RolePlan("fleet-router", [*install, *files]),
             RolePlan("fleet-services", [Service(name=endpoint.FLEET_UNIT, enabled=True, running=True)]),
             RolePlan("fleet-workers", [FleetWorkers(url=endpoint.local_url(host, port), python=f"{venv}/bin/python",
-                                                    workers=urls, grace_s=int(v.get("servers_ready_grace_s", 300)),
+                                                    workers=urls, grace_s=_grace(v),
                                                     keys_file=fleet_keys.KEYS_FILE if client else "")])]
+
+
+def _grace(v: dict[str, Any]) -> int:
+    """How long the router waits for a worker to be ready: the servers role's servers_ready_grace_s,
+    whose one default is in roles/servers/defaults.yml (a user's servers role must give it too)."""
+    if v.get("servers_ready_grace_s") is None:
+        raise InventoryError("the fleet router waits servers_ready_grace_s for its workers, and no role in use "
+                             "gives it", hint="give servers_ready_grace_s in the servers role's defaults.yml "
+                             "or the inventory")
+    return int(v["servers_ready_grace_s"])

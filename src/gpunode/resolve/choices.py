@@ -7,6 +7,7 @@ Their names and types are declared in resolve/types.yml, part of the one registr
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -82,3 +83,12 @@ def from_vars(variables: dict[str, Any]) -> Choices:
 
 
 FIELDS = frozenset(f.name for f in fields(Choices))
+#: The one home of these variables' defaults (docs/variables.md is rendered from it).
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Choices)}
+
+
+def value(variables: Mapping[str, Any], name: str) -> Any:
+    """A resolver variable as the resolver reads it: the target's, else its default here. For the
+    code outside the resolver that needs one (a role's check, teardown) without a plan."""
+    given = variables.get(name)
+    return DEFAULTS[name] if given is None else given
