@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from gpunode.engine import RolePlan
-from gpunode.errors import InventoryError
 from gpunode.resolve.actions import PipInstall, PipUninstall
-from gpunode.resolve.plan import PlannedLock
 from gpunode.roles.context import RoleContext
+from gpunode.roles.venvs import installer as venv_installer
+from gpunode.roles.venvs import interpreter, locking
 from gpunode.steps.base import Step
 from gpunode.steps.venv import Venv
 
-from .verify import installer as venv_installer
 from .verify import verify_commands
 
 # Where this role runs (docs/extending.md): `--only engine` checks base is in place first.
@@ -21,31 +20,6 @@ def packages(ctx: RoleContext, phase: str, kind: type[PipInstall | PipUninstall]
     """The packages the plan's fixes install or uninstall in this phase."""
     return [p for f in ctx.plan.fixes if f.phase == phase for a in f.actions if isinstance(a, kind)
             for p in a.packages]
-
-
-def interpreter(version: str) -> str:
-    """The plan names a Python version ("3.11"); the venv is made by that interpreter."""
-    return f"python{version}" if version and version[0].isdigit() else (version or "python3")
-
-
-def locking(ctx: RoleContext, lock: PlannedLock | None) -> dict:
-    """The plan's full lock for this venv, when there is one and engine_lock allows it."""
-    mode = str(ctx.vars.get("engine_lock", "auto"))
-    if mode not in ("auto", "required", "off"):
-        raise InventoryError(f"{ctx.target}: engine_lock={mode!r} is not one of auto, required, off",
-                             hint="auto uses the lock when there is one; required refuses without; off never locks")
-    if mode == "off":
-        return {"unlocked_why": "engine_lock=off"}
-    if lock is None or not lock.file:
-        why = lock.unlocked_why if lock else "the plan names no lock"
-        if mode == "required":
-            raise InventoryError(f"{ctx.target}: {why}", hint=f"inv pinsets.lock --pinset {ctx.plan.pinset} "
-                                 f"--python {ctx.plan.python}, or set engine_lock=auto")
-        return {"unlocked_why": why}
-    if lock.stale:
-        raise InventoryError(f"{ctx.target}: {lock.stale}",
-                             hint=f"regenerate it: inv pinsets.lock --pinset {lock.file.split('/')[0]}")
-    return {"locked": list(lock.requirements), "lock": f"{lock.file}@{lock.digest}"}
 
 
 def build(ctx: RoleContext) -> list[RolePlan]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from gpunode.roles.context import RoleContext
+from gpunode.roles.venvs import installer
 
 DRIVER_LIBS = ("libcuda.so.1",)
 
@@ -93,11 +94,6 @@ def pins(requirements: list[str]) -> dict[str, str]:
         if sep:
             out[name.split("[")[0].strip()] = version.split(";")[0].strip()
     return out
-
-
-def installer(v: dict) -> str:
-    """uv (engine_installer's default) needs the base role's uv; without it, pip."""
-    return str(v.get("engine_installer", "uv")) if v.get("base_uv", True) else "pip"
 
 
 def dependency_check(v: dict, venv: str) -> list[str]:

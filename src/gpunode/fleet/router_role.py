@@ -50,15 +50,14 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
     from gpunode import roles
     from gpunode.fleet import keys as fleet_keys
     from gpunode.resolve import choices, load
+    from gpunode.roles.venvs import installer as venv_installer
+    from gpunode.roles.venvs import interpreter, locking
     from gpunode.steps.files import File, Template
     from gpunode.steps.fleet import FleetWorkers
     from gpunode.steps.systemd import Service
     from gpunode.steps.unitfmt import ExecLine, env_text, exec_line, exec_word, unit_path, unit_text
     from gpunode.steps.venv import Venv
 
-    base_build = roles.module("base").build
-    engine = roles.module("engine")
-    interpreter, locking, venv_installer = engine.interpreter, engine.locking, engine.venv_installer
     v = dict(router.vars)
     kb = load.load()
     rp = router_plan(kb, facts)
@@ -97,7 +96,7 @@ def build(router: Any, facts: Any, workers: list[endpoint.Worker], policy: str) 
                             "workdir": unit_path("/var/lib/gpunode"), "exec_start": ExecLine(exec_start)},
                       notify=("daemon-reload", f"restart:{endpoint.FLEET_UNIT}")),
              *fleet_keys.stale(secrets)]
-    return [*base_build(ctx), RolePlan("fleet-router", [*install, *files]),
+    return [*roles.build(["base"], ctx), RolePlan("fleet-router", [*install, *files]),
             RolePlan("fleet-services", [Service(name=endpoint.FLEET_UNIT, enabled=True, running=True)]),
             RolePlan("fleet-workers", [FleetWorkers(url=endpoint.local_url(host, port), python=f"{venv}/bin/python",
                                                     workers=urls, grace_s=_grace(v),
