@@ -11,11 +11,21 @@ torch.cuda and the real nvidia-smi. That is `prepare_server_args` and its post-p
 One more case per run is a plan SGLang must refuse: REJECTED below.
 Writes DIR/judge.json: each case's verdict, what SGLang resolved, and the seconds it cost (the child's
 process start and `import sglang.srt.server_args` once, then each case).
+
+  python3 judge_gpu.py --node CASE... --out DIR
+runs gpunode's own step instead, as `inv provision` does on a node (steps/judge.py, first in the servers
+role): for each case the servers role's judge step through the engine with the local transport (the engine
+judges and the step records its markers), then again (nothing changed: the markers answer, the engine is
+not asked); then the servers role whole, with the accepted hybrid plan's unit and env file written first
+and NODE_REJECTED's arguments added through `extra_args`: the run must fail in its first probe with SGLang's
+message, and every file of /etc/gpunode and the units must be byte for byte as before.
+Writes DIR/node.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -27,9 +37,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import serve_proof as sp  # noqa: E402
 
+from gpunode.engine import run_target  # noqa: E402
+from gpunode.engine.events import Event  # noqa: E402
+from gpunode.engine.role import RolePlan  # noqa: E402
+from gpunode.steps.judge import EngineJudge  # noqa: E402
+
 # A plan sglang 0.5.17 refuses: no_buffer with the overlap schedule on ("no_buffer do not support overlap
 # schedule", _validate_mamba_no_buffer); gpunode's own plan adds --disable-overlap-schedule (flags.yml).
 REJECTED = ("hybrid", "no_buffer-with-overlap", ["--mamba-radix-cache-strategy", "no_buffer"])
+
+# A plan gpunode lets through (extra_args names no flag the plan sets) and sglang 0.5.17 refuses on this GPU
+# alone: "TRTLLM MHA backend for prefill is only supported on Blackwell GPUs (SM100)" (server_args.py, after
+# _resolved_attention_backends, asking is_sm100_supported() of the real device).
+NODE_REJECTED = ("hybrid", ["--prefill-attention-backend", "trtllm_mha"])
 
 # Runs under the plan's venv python: CI's child, its stubs left out, each case timed.
 RUNNER = """
@@ -54,14 +74,90 @@ def engine_args(argv: list[str]) -> list[str]:
     return argv[i + 1:]
 
 
+# The files a refused plan must leave as they were (the lab's test_node_judge_lab.py checks the same).
+FILES = ("/etc/gpunode", "/etc/systemd/system")
+
+
+def files_now() -> dict[str, str]:
+    out = {}
+    for root in FILES:
+        for f in sorted(Path(root).glob("*")):
+            if f.is_file() and (root == FILES[0] or f.name.startswith("gpunode-")):
+                out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()[:16] + f" {f.stat().st_mtime_ns}"
+    return out
+
+
+def run_steps(t, plans) -> dict:
+    events: list = []
+    t0 = time.monotonic()
+    recap = run_target(t, plans, emit=events.append, state_dir="/var/lib/gpunode")
+    steps = [{"role": e.role, "step": e.step, "status": e.status, "reason": e.reason, "s": round(e.duration, 2)}
+             for e in events if isinstance(e, Event) and e.kind == "step"]
+    return {"s": round(time.monotonic() - t0, 2), "ok": recap.ok, "changed": recap.changed, "failed": recap.failed,
+            "error": recap.error, "round_trips": recap.round_trips, "rolled_back": recap.rolled_back, "steps": steps}
+
+
+def judge_only(ctx) -> list:
+    return [RolePlan(rp.name, [s for s in rp.steps if isinstance(s, EngineJudge)], {})
+            for rp in sp.roles.build(["servers"], ctx) if rp.name == "servers"]
+
+
+def manifest(plan) -> str:
+    """serve_proof.install puts the carried wheels in the venv with pip, not through gpunode's venv step, so the
+    venv has no lock manifest; the judge waits for one naming the planned install (nodecheck.pending). Write
+    the planned requirements there, saying who wrote it."""
+    path = Path(plan.venv) / "gpunode-lock.json"
+    if not path.exists():
+        path.write_text(json.dumps({"written_by": "tests/device/judge_gpu.py (serve_proof.install's venv)",
+                                    "spec": {"packages": [p.requirement for p in plan.packages]}}, indent=1))
+    return str(path)
+
+
+def node(t, names: list[str], out: Path) -> int:
+    res: dict = {"cases": [], "refused": None}
+    for case in names:
+        model, extra = sp.CASES[case]
+        facts, v, plan = sp.plan_for(t, model, extra)
+        ctx = sp.roles.RoleContext(target="h100", vars=v, facts=facts, plan=plan)
+        res["manifest"] = manifest(plan)
+        staged = sp.engine_run(t, ["weights"], ctx)
+        first, again = run_steps(t, judge_only(ctx)), run_steps(t, judge_only(ctx))
+        res["cases"].append({"case": case, "argv": plan.servers[0].argv if plan.servers else [], "weights": staged,
+                             "first": first, "again": again})
+        sp.say(f"node {case}: first {first['s']} s {[x['reason'] for x in first['steps']]} "
+               f"{first['error'] or ''}; again {again['s']} s {[x['status'] for x in again['steps']]}")
+    model, extra = sp.CASES[NODE_REJECTED[0]]
+    facts, v, plan = sp.plan_for(t, model, extra)
+    ctx = sp.roles.RoleContext(target="h100", vars=v, facts=facts, plan=plan)
+    sp.engine_run(t, ["weights"], ctx)
+    sp.rendered(ctx)  # the accepted plan's unit and env file, as a provisioned node holds them
+    before = files_now()
+    bad_vars = {**extra, "extra_args": NODE_REJECTED[1]}
+    facts, v, plan = sp.plan_for(t, model, bad_vars)
+    bad = sp.roles.RoleContext(target="h100", vars=v, facts=facts, plan=plan)
+    refused = run_steps(t, sp.roles.build(["servers"], bad))
+    refused.update(argv=plan.servers[0].argv, files_before=before, files_after=files_now())
+    refused["files_unchanged"] = refused["files_before"] == refused["files_after"]
+    res["refused"] = refused
+    sp.say(f"node refused: ok={refused['ok']} failed={refused['failed']} changed={refused['changed']} "
+           f"{refused['s']} s files unchanged={refused['files_unchanged']} ({len(before)} files)\n"
+           f"{refused['error']}")
+    (out / "node.json").write_text(json.dumps(res, indent=1, default=str))
+    (out / "log.txt").write_text("\n".join(sp.LOG) + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("cases", nargs="+")
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--node", action="store_true", help="gpunode's own judge step, as provision runs it")
     args = ap.parse_args()
     os.environ.update(sp.NO_NVLS)
     args.out.mkdir(parents=True, exist_ok=True)
     t = sp.LocalTransport("h100")
+    if args.node:
+        return node(t, args.cases, args.out)
     cases, env, venv = [], {}, ""
     for case in args.cases:
         model, extra = sp.CASES[case]
