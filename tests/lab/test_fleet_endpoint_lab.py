@@ -19,6 +19,12 @@ inventory sets `fleet_router: lab/223` on the two, `fleet_router_only` on 223). 
    while it is replaced; the controller is killed (SIGKILL) once 222's server is out of the fleet
    router, in the middle of its replacement; the next run converges both nodes on the new generation.
    Not one failed request, the kill included.
+8. issue 44, rotation, under the same load through the fleet router: both members get a new
+   server_api_key and the group's run (serial 1) replaces each server behind the fleet router, which
+   sends it its new key from then on: not one failed request, the old keys on no disk (8); the clients'
+   key changes, the fleet router restarts with it: what a client with the old key sees and how long one
+   that switches at once waits for its next answer are measured (8b: sglang-router 0.3.2 checks one key);
+   `inv rollback` of 222 takes its server out of the fleet router too, 0 failed requests (8c, issue 39).
 
 Every hop has a key (issue 44): each member's servers their own server_api_key, which the router
 is given with the worker; the router its clients' key (fleet_router_api_key). Test 6 asks each hop
@@ -32,12 +38,15 @@ it back; the re-run of test 6 changes nothing of it; the last test tears a membe
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,13 +78,17 @@ FLEET_UNIT = "gpunode-fleet-router.service"
 SERVER_UNIT = "gpunode-cpu0.service"
 PORT = 30100
 CLIENT_KEY = "fleet-client-Q7v2Lm9x"
+ROTATED_CLIENT_KEY = "fleet-client-Xp5cN1ke"  # test 8b's new clients' key
+# The keys the inventory holds now: test 8 gives the servers new keys (turn 1), test 8b the clients.
+LIVE: dict[str, Any] = {"client": CLIENT_KEY, "turn": 0}
 
 
-def server_key(vmid: int) -> str:
-    return f"fleet-server-{vmid}-Z4k8Rw"
+def server_key(vmid: int, turn: int | None = None) -> str:
+    """A member's server_api_key; no key is a part of another, so each is looked for on its own."""
+    return f"fleet-server-{vmid}-{('Z4k8Rw', 'Hq3nT6')[LIVE['turn'] if turn is None else turn]}"
 
 
-KEYS = (CLIENT_KEY, *(server_key(v) for v in (221, 222, 224)))
+KEYS = (CLIENT_KEY, ROTATED_CLIENT_KEY, *(server_key(v, t) for v in (221, 222, 224) for t in (0, 1)))
 
 
 def bearer(key: str) -> str:
@@ -115,7 +128,7 @@ def write(path: Path, vmids: list[int]) -> Path:
     host = lab_host()
     host["containers"] = {ROUTER: {"vars": {"fleet_router_only": True, "fleet_address": addr(ROUTER),
                                             "wheelhouse": cpu_vars()["wheelhouse"],
-                                            "fleet_router_api_key": CLIENT_KEY}}}
+                                            "fleet_router_api_key": LIVE["client"]}}}
     for i, vmid in enumerate(vmids):
         host["containers"][vmid] = member(vmid, i % 2)
     path.write_text(yaml.safe_dump({"hosts": {"lab": host}, "groups": {"fleet": {"hosts": ["lab"]}}},
@@ -138,7 +151,7 @@ def inventory(boxes: dict[int, FreshContainer], tmp_path_factory: pytest.TempPat
 
 def router_workers(box: FreshContainer) -> dict[str, bool]:
     out = box.sh('curl -s --max-time 3 -K - "$1"', f"http://{addr(ROUTER)}:{PORT}/workers", check=False,
-                 input=bearer(CLIENT_KEY)).out
+                 input=bearer(LIVE["client"])).out
     try:
         return {w["url"]: w["is_healthy"] for w in json.loads(out)["workers"]}
     except (ValueError, KeyError, TypeError):
@@ -169,7 +182,7 @@ def record(name: str, host_transport: Any) -> None:
         from gpunode_lab import paths
 
         ct = PctTransport(host_transport, ROUTER, pct=str(paths.PCT), host_name="lab")
-        Path(folder, name).write_text(gather.gather(ct, "", 0, bearer(CLIENT_KEY)))
+        Path(folder, name).write_text(gather.gather(ct, "", 0, bearer(LIVE["client"])))
 
 
 def complete(box: FreshContainer, url: str, key: str = "") -> tuple[int, str]:
@@ -183,7 +196,7 @@ def complete(box: FreshContainer, url: str, key: str = "") -> tuple[int, str]:
 
 
 def complete_through_router(box: FreshContainer) -> str:
-    code, text = complete(box, f"http://{addr(ROUTER)}:{PORT}", CLIENT_KEY)
+    code, text = complete(box, f"http://{addr(ROUTER)}:{PORT}", LIVE["client"])
     assert code == 200, text
     return json.loads(text)["choices"][0]["text"]
 
@@ -259,10 +272,17 @@ def test_5_every_hop_answers_only_its_own_key_and_no_key_shows(boxes, inventory)
     # through the router: only with the clients' key (a server's key is not it)
     assert complete(boxes[A], router)[0] == 401
     assert complete(boxes[A], router, server_key(A))[0] == 401
-    assert complete(boxes[A], router, CLIENT_KEY)[0] == 200
+    assert complete(boxes[A], router, LIVE["client"])[0] == 200
     # nor its worker API: nobody else may add a worker
     assert boxes[A].sh('curl -s -o /dev/null -w "%{http_code}" "$1"', f"{router}/workers").out == "401"
     assert boxes[ROUTER].sh("stat -c %a /etc/gpunode/fleet-router.keys.json").out.strip() == "600"
+    no_key_shows(boxes)
+    print(f"\nevery hop's keys checked: {time.monotonic() - started:.1f} s")
+
+
+def no_key_shows(boxes: dict[int, FreshContainer]) -> None:
+    """No key, old or new, in any process's argv, the gpunode units' journal, a world-readable file gpunode
+    wrote, or any output of gpunode the tests saw."""
     for vmid in (A, B, ROUTER):
         argv = boxes[vmid].sh("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '", check=False).out
         journal = boxes[vmid].sh("journalctl --no-pager -u 'gpunode-*' 2>&1", check=False).out
@@ -273,7 +293,6 @@ def test_5_every_hop_answers_only_its_own_key_and_no_key_shows(boxes, inventory)
             assert key not in journal, f"lab/{vmid}: a key in the journal"
             assert key not in world, f"lab/{vmid}: a key in a world-readable file"
     assert SEEN and not [k for k in KEYS for text in SEEN if k in text], "a key in gpunode's output"
-    print(f"\nevery hop's keys checked: {time.monotonic() - started:.1f} s")
 
 
 FIREWALL = ("nftables:inet gpunode", "file:/etc/gpunode/firewall.nft",
@@ -392,7 +411,7 @@ def test_7_the_group_rolls_one_node_at_a_time_and_a_killed_run_converges_on_the_
         return first, again, mid
 
     def load() -> load_helpers.Load:  # the client on 221, through the fleet router with the clients' key
-        return load_helpers.Load(boxes[A], plan, f"http://{addr(ROUTER)}:{PORT}", CLIENT_KEY)
+        return load_helpers.Load(boxes[A], plan, f"http://{addr(ROUTER)}:{PORT}", LIVE["client"])
 
     (first, again, mid), parts = load_helpers.under_load(load, "fleet upgrade, killed and run again", upgrade, {})
     assert "killed" in seen and first.rc == -9, first.explain()
@@ -414,6 +433,189 @@ def test_7_the_group_rolls_one_node_at_a_time_and_a_killed_run_converges_on_the_
     print(f"\nkilled while 222's server was out of the fleet router (its process then: "
           f"{was.group(0) if was else 'none'}); 221 replaced in {handler_seconds(first, A):.1f} s, 222 in "
           f"{handler_seconds(again, B):.1f} s on the next run; runs of {first.seconds:.0f} + {again.seconds:.0f} s")
+
+
+FIGURES: dict[str, Any] = {}  # test 8's measured figures, printed at its end (docs/bench-results/key-rotation-lab.md)
+
+
+def secrets_step(run: Any, vmid: int) -> str:
+    """The status of the member's key file (vLLM-CPU: an EnvironmentFile= holding VLLM_API_KEY) in a run."""
+    (event,) = [e for e in run.events if e.get("target") == f"lab/{vmid}" and e.get("type") == "step"
+                and e.get("step") == "file:/etc/gpunode/cpu0.secrets.env"]
+    return str(event["status"])
+
+
+def registered_digests(router: FreshContainer) -> dict[str, str]:
+    """{worker URL: sha256 of the key the fleet router was last given for it} (fleet/keys.py)."""
+    return json.loads(router.sh("cat /etc/gpunode/fleet-router.registered.json").out)
+
+
+def kept_flags(boxes: dict[int, FreshContainer]) -> tuple[str, ...]:
+    """test 7's generation, where it ran: given again, so that the keys are a run's only change."""
+    return ("-e", "max_num_seqs=48") if "--max-num-seqs 48" in running_args(boxes[A]) else ()
+
+
+def test_8_the_servers_keys_rotate_under_load_without_a_failed_request(boxes, inventory):
+    """Issue 44, rotation: both members get a new server_api_key; the group's run replaces each server
+    behind the fleet router (issue 39's rolling replacement, serial 1) while the bench client sends a
+    steady load through it: not one request fails, and the router sends each server its new key."""
+    router = boxes[ROUTER]
+    poll("both servers healthy in the fleet router",
+         lambda: {u for u, h in router_workers(router).items() if h} >= {url(A), url(B)}, timeout=120)
+    plan = resolve_plan(inventory, A)
+    old = {v: server_key(v) for v in (A, B)}
+    before = {**units(router, [FLEET_UNIT]), **{v: units(boxes[v], [SERVER_UNIT])[SERVER_UNIT] for v in (A, B)}}
+    same = kept_flags(boxes)
+    LIVE["turn"] = 1
+    write(inventory, [A, B])
+    new = {v: server_key(v) for v in (A, B)}
+
+    def load() -> load_helpers.Load:
+        return load_helpers.Load(boxes[A], plan, f"http://{addr(ROUTER)}:{PORT}", LIVE["client"])
+
+    def rotate() -> Any:
+        return provision(inventory, None, *same, "-e", "serial=1", group="fleet", timeout=1500)
+
+    run, parts = load_helpers.under_load(load, "the servers' keys rotated", rotate, FIGURES)
+    ok(run)
+    SEEN.append(json.dumps(run.events) + run.stderr + "".join(run.stdout_other))
+    assert parts["during"]["failed"] == 0 and parts["steady"]["failed"] == 0, parts
+    assert parts["during"]["requests"] >= 10, parts  # the fleet answered throughout
+    for vmid in (A, B):
+        assert secrets_step(run, vmid) == "changed", run.explain()
+        FIGURES[f"replaced {vmid}"] = handler_seconds(run, vmid)
+        # straight at the server: the new key only
+        assert complete(router, url(vmid), new[vmid])[0] == 200
+        assert complete(router, url(vmid), old[vmid])[0] == 401
+    after = {**units(router, [FLEET_UNIT]), **{v: units(boxes[v], [SERVER_UNIT])[SERVER_UNIT] for v in (A, B)}}
+    changed = {k for k in before if before[k]["InvocationID"] != after[k]["InvocationID"]}
+    assert changed == {A, B}, changed  # both servers replaced, the fleet router never restarted
+    # the router was given each new key (as its own run checks it: the sha256 it keeps of each)
+    assert registered_digests(router) == {url(v): hashlib.sha256(new[v].encode()).hexdigest() for v in (A, B)}
+    assert router_workers(router) == {url(A): True, url(B): True}
+    assert complete_through_router(boxes[B])
+    for vmid in (A, B, ROUTER):  # the old keys are on no disk: not in gpunode's files, nor in a kept generation
+        found = boxes[vmid].sh("grep -rlF -f - /etc/gpunode /etc/systemd/system /var/lib/gpunode || true",
+                               input="".join(f"{k}\n" for k in old.values())).out
+        assert not found.strip(), (vmid, found)
+    print(f"\nthe servers' keys rotated: 221 replaced in {FIGURES[f'replaced {A}']:.1f} s, 222 in "
+          f"{FIGURES[f'replaced {B}']:.1f} s; the run took {run.seconds:.1f} s")
+
+
+def ask_router(key: str) -> int:
+    """One short completion through the fleet router from the lab host with `key`: its HTTP status, 0 when
+    nothing answered (the router restarting)."""
+    body = json.dumps({"model": "tiny-qwen3", "prompt": "Hello", "max_tokens": 1}).encode()
+    req = urllib.request.Request(f"http://{addr(ROUTER)}:{PORT}/v1/completions", data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    try:
+        with NO_PROXY.open(req, timeout=10) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+    except OSError:
+        return 0
+
+
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def test_8b_the_clients_key_rotates_with_a_restart_of_the_fleet_router(boxes, inventory):
+    """Issue 44, rotation of the clients' key (fleet_router_api_key): sglang-router 0.3.2 checks one key on
+    its inference routes (`--api-key`; its control-plane keys guard only /workers and the admin routes),
+    so it cannot take the old and the new key at once: the router restarts with the new key. Measured
+    here as a client sees it: the bench client keeps the old key (answered until the restart, then 401),
+    a prober on the lab host asks with the new key until it is answered."""
+    router = boxes[ROUTER]
+    plan = resolve_plan(inventory, A)
+    old = LIVE["client"]
+    before = units(router, [FLEET_UNIT])[FLEET_UNIT]["InvocationID"]
+    seen: list[tuple[float, int]] = []  # (wall-clock start, status) of the prober's requests with the new key
+    stop = threading.Event()
+
+    def prober() -> None:
+        while not stop.is_set():
+            t = time.time()
+            seen.append((t, ask_router(ROTATED_CLIENT_KEY)))
+            stop.wait(max(0.0, 0.2 - (time.time() - t)))
+
+    running = load_helpers.Load(boxes[A], plan, f"http://{addr(ROUTER)}:{PORT}", old)
+    thread = threading.Thread(target=prober, daemon=True)
+    try:
+        running.answered(20)
+        thread.start()
+        LIVE["client"] = ROTATED_CLIENT_KEY
+        write(inventory, [A, B])
+        t0 = time.time()
+        # the group's run, as for any change of the fleet (the router's target is provisioned with its members)
+        run = ok(provision(inventory, None, *kept_flags(boxes), group="fleet", timeout=1500))
+        t1 = time.time()
+        try:
+            poll("the new key answered through the router", lambda: any(s == 200 for _, s in seen), timeout=120)
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the new key got HTTP {sorted({s for _, s in seen})}") from None
+        running.answered(8)
+    finally:
+        stop.set()
+        raw = running.stop()
+        thread.join(15)
+    SEEN.append(json.dumps(run.events) + run.stderr + "".join(run.stdout_other))
+    assert units(router, [FLEET_UNIT])[FLEET_UNIT]["InvocationID"] != before, "the router did not restart"
+    records = sorted([raw["t0_wall"] + r[0], r[2], r[5]] for recs in raw["endpoints"].values() for r in recs)
+    last_ok = max(start + took for start, took, err in records if not err)  # the old key's last answer
+    refused = [start for start, _, err in records if err.startswith("HTTP 401")]
+    cut = [err for start, _, err in records if err and not err.startswith("HTTP 401")]
+    first_new = min(t for t, s in seen if s == 200)
+    assert refused and min(refused) >= t0, records[-10:]  # the old key is refused from the restart on, not before
+    window = first_new - last_ok  # a client that changes its key at once waits this long for its next answer
+    FIGURES["client key"] = {
+        "run_s": round(t1 - t0, 1), "old_key_ok": sum(1 for r in records if not r[2]), "old_key_401": len(refused),
+        "old_key_cut": len(cut), "cut_errors": sorted(set(cut))[:3], "window_s": round(window, 1),
+        "new_key_before_200": sorted({s for t, s in seen if t < first_new})}
+    # afterwards: the new key only, on the inference routes and the worker API alike
+    assert complete(boxes[A], f"http://{addr(ROUTER)}:{PORT}", old)[0] == 401
+    assert complete_through_router(boxes[A])
+    assert router_workers(router) == {url(A): True, url(B): True}  # re-registered with the servers' new keys
+    doc = status_of(inventory, ROUTER)
+    assert doc["up"], doc["down"]
+    for vmid in (A, ROUTER):
+        logs = cli("logs", "-i", str(inventory), "--host", "lab", "--ct", str(vmid), "--lines", "300")
+        assert logs.returncode == 0, logs.stderr[-2000:]
+        SEEN.append(logs.stdout + logs.stderr)
+    no_key_shows(boxes)
+    print("\nfigures: " + json.dumps(FIGURES))
+
+
+def test_8c_inv_rollback_on_a_member_takes_its_server_out_of_the_fleet_router(boxes, inventory):
+    """Issue 39: `inv rollback` on a fleet member replaces its server behind the fleet router too (out while
+    it is replaced, back in with the key the router sends it), under the bench client's load through the
+    fleet router: not one request fails. The key is test 8's new one: a generation holds no key, so going
+    back keeps the key the server has now, the one the router sends."""
+    history = cli("history", "-i", str(inventory), "--host", "lab", "--ct", str(B), "--json")
+    assert history.returncode == 0, history.stderr[-2000:]
+    gens = json.loads(history.stdout)["generations"]
+    if len(gens) < 2:
+        pytest.skip(f"lab/{B} keeps one generation: test 7, which makes its second, did not run")
+    plan = resolve_plan(inventory, A)
+    router = f"http://{addr(ROUTER)}:{PORT}"
+
+    def load() -> load_helpers.Load:
+        return load_helpers.Load(boxes[A], plan, router, LIVE["client"])
+
+    def back() -> subprocess.CompletedProcess:
+        return cli("rollback", "-i", str(inventory), "--host", "lab", "--ct", str(B), "--json", timeout=900)
+
+    proc, parts = load_helpers.under_load(load, "inv rollback of 222", back, FIGURES)
+    SEEN.append(proc.stdout + proc.stderr)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    said = json.loads(proc.stdout.strip().splitlines()[-1])["said"]
+    assert f"@@out {url(B)} of {router}" in said and f"@@in {url(B)} of {router}" in said, said
+    assert parts["during"]["failed"] == 0 and parts["steady"]["failed"] == 0, parts
+    assert "--max-num-seqs 48" not in running_args(boxes[B])  # test 7's generation is gone from 222
+    assert complete(boxes[ROUTER], url(B), server_key(B))[0] == 200  # still the new key
+    assert router_workers(boxes[ROUTER]) == {url(A): True, url(B): True}
+    assert not [k for k in KEYS if k in proc.stdout + proc.stderr]
+    print(f"\ninv rollback of 222 through the fleet router: {FIGURES['inv rollback of 222']['seconds']} s")
 
 
 def test_9_teardown_removes_a_members_firewall_with_its_units(boxes, inventory):
