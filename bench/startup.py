@@ -10,7 +10,8 @@ same command from the other checkout (its src/ and lab/ first on PYTHONPATH, bef
 editable install): on this shared 2-core machine one process start moves between runs by more than
 most changes do, so a figure timed apart from what it is divided by means little. Printed per
 command: the median wall time, its ratio to `python -c pass`, and before/after. `--lab` adds a no-op
-`provision` and a `status --sample 0` on lab container 200 (provisioned already; hold the lab lock).
+`provision` and a `status --sample 0` on lab container 200 (provisioned already; hold the lab lock), and
+one bare `pct exec 200 -- true` through OpenSSH's client as a whole process, for scale.
 The module counts come from one more run of each, with the modules it loaded printed at exit.
 """
 
@@ -44,7 +45,13 @@ OFFLINE = {
     "resolve (offline)": ["resolve", "--nvidia-smi", str(SMI), "--model", str(MODEL)],
     "status's imports": ["-c", STATUS_IMPORTS],
 }
+#: one bare round trip as a whole process, for scale: OpenSSH's client to the lab's sshd, `pct exec 200 -- true`
+LAB_KEYS = Path("/var/lib/gpunode-lab/ssh")
+BARE_TRIP = ["ssh", "-p", "2222", "-i", str(LAB_KEYS / "id_ed25519"),
+             "-o", f"UserKnownHostsFile={LAB_KEYS / 'known_hosts'}", "-o", "BatchMode=yes",
+             "root@127.0.0.1", "/var/lib/gpunode-lab/bin/pct", "exec", "200", "--", "true"]
 LAB = {
+    "bare pct exec (ssh)": BARE_TRIP,
     "provision no-op": ["provision", "--host", "lab", "--ct", "200", "-i", str(INVENTORY)],
     "status --sample 0": ["status", "--host", "lab", "--ct", "200", "--sample", "0", "-i", str(INVENTORY)],
 }
@@ -62,6 +69,8 @@ def env_for(tree: Path | None) -> dict[str, str]:
 
 
 def command(tail: list[str]) -> list[str]:
+    if tail[0] == "ssh":
+        return tail
     return [sys.executable, *tail] if tail[0] == "-c" else [str(GPUNODE), *tail]
 
 
@@ -93,21 +102,25 @@ def main() -> None:
     trees: dict[str, Path | None] = {"after": None, **({"before": args.before.resolve()} if args.before else {})}
     bare = [sys.executable, "-c", "pass"]
     for name, tail in cases.items():
-        for tree in trees.values():  # writes the bytecode; not timed
+        mine = trees if tail[0] != "ssh" else {"after": None}  # the bare trip is no checkout's
+        for tree in mine.values():  # writes the bytecode; not timed
             timed(command(tail), env_for(tree))
-        samples: dict[str, list[float]] = {"pass": [], **{k: [] for k in trees}}
+        samples: dict[str, list[float]] = {"pass": [], **{k: [] for k in mine}}
         for _ in range(args.repeat):
             samples["pass"].append(timed(bare, env_for(None)))
-            for label, tree in trees.items():
+            for label, tree in mine.items():
                 samples[label].append(timed(command(tail), env_for(tree)))
         base = statistics.median(samples["pass"])
         line = [f"{name:20s} python -c pass {base * 1000:5.0f} ms"]
-        for label, tree in trees.items():
+        for label, tree in mine.items():
             took = statistics.median(samples[label])
+            if tail[0] == "ssh":
+                line.append(f"{took * 1000:5.0f} ms = {took / base:5.1f}x pass")
+                continue
             count, ssh, resolver = modules(tail, env_for(tree))
             line.append(f"{label} {took * 1000:5.0f} ms = {took / base:5.1f}x pass, {count} modules"
                         f"{', SSH stack' if ssh else ''}{', resolver' if resolver else ''}")
-        if "before" in trees:
+        if "before" in mine:
             ratio = statistics.median(samples["before"]) / statistics.median(samples["after"])
             line.append(f"before/after {ratio:.2f}x")
         print(" | ".join(line), flush=True)
