@@ -110,8 +110,9 @@ def test_the_whole_status_command_loads_no_resolver_and_no_templates(tmp_path):
 #: added to that path (the wheel tooling, the judge, a UI library).
 PROVISION_MODULES = 650
 #: Loaded only where they are used, not by every provision: a progress bar (drawn on a terminal, when a
-#: long step runs), uuid (its platform import), the package readers of importlib.resources (zipfile).
-NOT_ON_THE_NO_OP = ("rich.progress", "uuid", "platform", "importlib.readers")
+#: long step runs), uuid (its platform import), the package readers of importlib.resources (zipfile),
+#: Jinja (a template whose rendering is kept is not rendered again: tests/unit/test_render_cache.py).
+NOT_ON_THE_NO_OP = ("rich.progress", "uuid", "platform", "importlib.readers", "jinja2")
 
 
 def test_the_provision_path_stays_within_its_module_count():
