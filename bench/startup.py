@@ -97,8 +97,12 @@ def main() -> None:
     ap.add_argument("--before", type=Path, help="another checkout (e.g. `git worktree add /tmp/before main~1`)")
     ap.add_argument("--lab", action="store_true", help="also a no-op provision and status on lab/200")
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--ct", type=int, default=200, help="the lab container of --lab (provisioned already)")
+    ap.add_argument("--inventory", type=Path, default=INVENTORY, help="the inventory that has it")
     args = ap.parse_args()
-    cases = {**OFFLINE, **(LAB if args.lab else {})}
+    lab = {name: [str(args.ct) if word == "200" else str(args.inventory.resolve()) if word == str(INVENTORY) else word
+                  for word in tail] for name, tail in LAB.items()}
+    cases = {**OFFLINE, **(lab if args.lab else {})}
     trees: dict[str, Path | None] = {"after": None, **({"before": args.before.resolve()} if args.before else {})}
     bare = [sys.executable, "-c", "pass"]
     for name, tail in cases.items():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -59,6 +60,15 @@ def test_a_raw_string_is_refused_in_a_unit_even_after_the_escaped_one_was_kept(t
     assert kept.endswith("Description=demo\n") and len(entries(cache)) == 1
     with pytest.raises(StepError, match="raw value"):  # the same text, as a plain str: another key, checked
         render.render("demo.service.j2", {"what": "demo"}, root=tmp_path)
+
+
+def test_the_shipped_units_of_a_cpu_plan_are_kept():
+    # what the servers role hands its unit templates: escaped texts, command lines (ExecLine), numbers
+    from gpunode.steps.unitfmt import exec_line
+
+    values = {"what": unit_text("demo"), "exec_start": exec_line(["/bin/true", "a b"], "x"), "n": 2}
+    assert render._cache_key("x.service.j2", ("/t",), (Path("/t/x.service.j2"), "ExecStart={{ exec_start }}"),
+                             values) is not None
 
 
 def test_a_template_that_pulls_in_another_or_an_odd_value_is_rendered_each_time(tmp_path, cache):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpunode import datacache, searchpath
 from gpunode.errors import StepError
-from gpunode.steps.unitfmt import UnitSafe
+from gpunode.steps.unitfmt import ExecLine, UnitSafe
 
 if TYPE_CHECKING:
     import jinja2
@@ -134,6 +134,9 @@ def render_from(name: str, variables: Mapping[str, Any], *, comment: str | None 
 # A template that pulls in another: its rendering depends on a file the key does not hold.
 _PULLS_IN = re.compile(r"{%-?\s*(include|extends|import|from)\b")
 _PLAIN = (str, int, float, bool, type(None))
+#: unitfmt's escaped texts: str with no rendering of their own, told apart by their type's name (a unit
+#: checks an ExecLine as a whole command line, steps/unitcheck.py)
+_ESCAPED = (UnitSafe, ExecLine)
 
 
 def _canon(value: Any) -> Any:
@@ -141,7 +144,7 @@ def _canon(value: Any) -> Any:
     in a unit (the finalize check), as do 1 and True. None for a value of any other type (its rendering
     is its own __str__'s)."""
     kind = type(value)
-    if kind in _PLAIN or kind is UnitSafe:
+    if kind in _PLAIN or kind in _ESCAPED:
         if kind is float and value != value:
             return None  # NaN: never equal to itself, so no key would be found again
         return [kind.__name__, value]
