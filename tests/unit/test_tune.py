@@ -154,3 +154,22 @@ def test_a_value_a_later_layer_overrides_is_refused_and_the_file_is_left_as_it_w
     with pytest.raises(InventoryError, match="did not read back.*kpro6: mem_fraction=0.9"):
         write.winner(inv, None, None, "job", _measured({"mem_fraction": 0.8}), DOC)
     assert not (inv / "group_vars" / "job.yml").exists()
+
+
+def test_budget_takes_seconds_minutes_or_hours_and_a_table_plots_or_says_why_not(tmp_path):
+    from gpunode.cli.tune import _seconds
+
+    assert (_seconds("90"), _seconds("10m"), _seconds("1h")) == (90.0, 600.0, 3600.0)
+    with pytest.raises(InventoryError, match="--budget"):
+        _seconds("soon")
+    knobs = rules.choose(rules.load(), CPU, "max_num_seqs")
+    bed = Bed(lambda o: 3.0)
+    doc = search.document(search.search(bed, knobs, concurrency=4, budget_s=100, clock=bed.clock,
+                                        say=lambda _: None), knobs, {"target": "lab/200"}, {"concurrency": 4})
+    why = search.plot(doc, tmp_path / "t.png")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert why is not None and "inv tune --against TABLE.json --plot FILE.png" in why
+    else:
+        assert why is None and (tmp_path / "t.png").stat().st_size > 0

@@ -14,7 +14,7 @@ from gpunode.cli import habits
 # One module per area; each exposes `ns`. Imported by name so that a missing
 # optional dependency of one area (e.g. proxmoxer for onboard) names itself.
 AREAS = ("hostkeys", "graph", "facts", "resolve", "provision", "wheelhouse", "unlock", "onboard", "pinsets",
-         "bench", "doctor", "fleet", "audit", "control", "kb")
+         "bench", "doctor", "fleet", "audit", "control", "kb", "tune")
 
 ns = Collection()
 for _area in AREAS:

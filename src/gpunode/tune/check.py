@@ -14,16 +14,20 @@ from gpunode.transport.base import Transport
 def engine_verdict(target: Transport, engine: str, venv: str, args: list[str], env: dict[str, str],
                    deadline: float = 180.0) -> dict[str, Any]:
     """{"accepted": True|False|None, "error", "check", "where", "resolved", ...}: the engine's own verdict."""
-    case = {"id": "tune", "engine": engine, "argv": list(args), "env": dict(env), "workdir": WORKDIR,
-            "digest": ""}
+    return engine_verdicts(target, engine, venv, [(list(args), dict(env))], deadline)[0]
+
+
+def engine_verdicts(target: Transport, engine: str, venv: str, cases: list[tuple[list[str], dict[str, str]]],
+                    deadline: float = 180.0) -> list[dict[str, Any]]:
+    """One verdict per (arguments, environment), in one round trip (nodecheck runs them side by side)."""
+    lines = "".join(json.dumps({"id": f"c{i}", "engine": engine, "argv": args, "env": env, "workdir": WORKDIR,
+                                "digest": ""}) + "\n" for i, (args, env) in enumerate(cases))
     result = target.run([f"{venv.rstrip('/')}/bin/python", "-c", SOURCE.read_text(encoding="utf-8"), "--cases", "-",
-                         "--deadline", f"{deadline:g}"], stdin=(json.dumps(case) + "\n").encode(),
-                        timeout=deadline + 60)
-    got = Verdicts.read(result.stdout)
-    if got.verdicts:
-        return dict(got.verdicts[0])
-    return {"accepted": None, "error": f"no verdict (exit code {result.exit_code}): "
+                         "--deadline", f"{deadline:g}"], stdin=lines.encode(), timeout=deadline + 60)
+    by_id = {v.get("id"): dict(v) for v in Verdicts.read(result.stdout).verdicts}
+    none = {"accepted": None, "error": f"no verdict (exit code {result.exit_code}): "
             f"{(result.stderr or result.stdout)[-400:]}"}
+    return [by_id.get(f"c{i}", none) for i in range(len(cases))]
 
 
 def refusal(verdict: dict[str, Any]) -> str:
