@@ -31,10 +31,15 @@ def failed(why):
 def out(headers, req):
     """The real server out of every router (drained first), then stopped: the others keep serving."""
     left = []
-    for route in req["routes"]:
-        worker = ROLL.leave(headers, route, 30)
-        if worker:
-            left.append([route["router"], worker])
+    try:
+        for route in req["routes"]:
+            worker = ROLL.leave(headers, route, 30)
+            if worker:
+                left.append([route["router"], worker])
+    except ROLL.Failed as exc:  # a router that refuses the key, or keeps the server listed
+        for router, worker in left:
+            ROLL.join(headers, router, worker, 60)
+        failed(str(exc))
     if left:
         ROLL.drain(headers, req["url"], req["drain_s"])
     r = ROLL.systemctl("stop", req["unit"])
