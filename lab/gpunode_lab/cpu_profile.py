@@ -46,6 +46,18 @@ def locked(pinset: str | None = None) -> list[str]:
     return lock.requirements() if lock else []
 
 
+def installed(lock: list[str], pinset: str | None = None) -> list[str]:
+    """The lock lines the engine role installs: less the pin set's `uninstall_after` (the CPU engine's
+    CUDA triton, torchvision, torchaudio, torchcodec), which gpunode.steps.venv leaves out of a locked
+    install because they are uninstalled right after. The wheelhouse needs no wheel of them."""
+    from gpunode.resolve import load_kb
+    from gpunode.steps.venv import Venv
+
+    kb = load_kb()
+    p = kb.pinset(pinset) if pinset else next(x for x in kb.pinsets if x.engine == "vllm-cpu")
+    return Venv(path="", locked=lock, remove_after=list(p.uninstall_after) if p else []).installing()
+
+
 ROUTER_LOCK = "router-sglang-router"   # the router venv installs from this lock (resolve/locks.py)
 
 
@@ -97,8 +109,12 @@ def prepare(progress: Progress | None = None) -> dict[str, str]:
     say(f"cpu profile: wheelhouse {WHEELS}")
     lock, router = locked(), locked(ROUTER_LOCK)
     wanted = [r for r in requirements() if not (router and r.startswith("sglang-router"))]
+    lock = installed(lock)
+    # A lock is every package the venv gets: its lines alone, without dependencies (else pip would
+    # bring back what the role leaves out); without a lock, pip resolves the dependencies.
     house = build_wheelhouse(WHEELS, pinned(wanted, lock), find_links=fetch_cpu_torch(say),
-                             also=[[line.split(" ", 1)[0] for line in router]] if router else ())
+                             also=[[line.split(" ", 1)[0] for line in router]] if router else (),
+                             no_deps=bool(lock))
     lacking = house.lacks(lock + router)
     if lacking:
         # the engine role installs the cpu pin set from its lock, by hash, from this folder

