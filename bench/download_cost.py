@@ -96,7 +96,7 @@ def lab_wheelhouse() -> dict:
     lock = cpu_profile.installed(lock)
     tmp = Path(tempfile.mkdtemp(prefix="download-cost-wheels-"))
     try:
-        house = build_wheelhouse(tmp, cpu_profile.pinned(wanted, lock), no_index=True, no_deps=bool(lock),
+        house = build_wheelhouse(tmp, cpu_profile.pinned(wanted, lock), no_index=True, no_deps=bool(lock and router),
                                  find_links=[str(cpu_profile.WHEELS), str(cpu_profile.TORCH_LINKS)],
                                  also=[[line.split(" ", 1)[0] for line in router]] if router else ())
         biggest = sorted(((tmp / n).stat().st_size, n) for n in house.files)[-6:]

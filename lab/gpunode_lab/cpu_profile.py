@@ -110,11 +110,12 @@ def prepare(progress: Progress | None = None) -> dict[str, str]:
     lock, router = locked(), locked(ROUTER_LOCK)
     wanted = [r for r in requirements() if not (router and r.startswith("sglang-router"))]
     lock = installed(lock)
-    # A lock is every package the venv gets: its lines alone, without dependencies (else pip would
-    # bring back what the role leaves out); without a lock, pip resolves the dependencies.
+    # Both locks are every package the two venvs get: their lines alone, without dependencies (else
+    # pip would bring back what the role leaves out; uv, the one other request, has none); without
+    # either lock, pip resolves the dependencies of the unlocked requirement.
     house = build_wheelhouse(WHEELS, pinned(wanted, lock), find_links=fetch_cpu_torch(say),
                              also=[[line.split(" ", 1)[0] for line in router]] if router else (),
-                             no_deps=bool(lock))
+                             no_deps=bool(lock and router))
     lacking = house.lacks(lock + router)
     if lacking:
         # the engine role installs the cpu pin set from its lock, by hash, from this folder
