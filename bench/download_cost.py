@@ -1,6 +1,7 @@
 """What a machine without caches downloads for README's test command, piece by piece (issue 46).
 
     .venv/bin/python bench/download_cost.py            # every piece
+    .venv/bin/python bench/download_cost.py --plans    # and the plans the judge's records lack
     .venv/bin/python bench/download_cost.py --json F   # also write the figures to F
 
 bench/testrun_cost.py counts the whole machine's interfaces, which other work on a shared machine
@@ -10,8 +11,9 @@ This script says where the bytes go, each piece from what decides it, without do
 - kernel wheels (tests/test_kernel_sms.py): the wheels `kernelsms.unread` says must be read again
   (their sizes from the locks); 0 when every recorded wheel is the one the locks pin;
 - judge environments (tests/test_sglang_judge.py): per SGLang pin set, whether its verdict record
-  is current (lock and judge code unchanged): a current record builds no environment unless a
-  plan is not recorded (the test says how many it judged);
+  is current (lock and judge code unchanged) and, with --plans (about 20 s), how many of the main
+  test's cases (every plan and the derived cases) it lacks; a pin set with either builds its
+  judge environment (the multi-node test's few cases are not counted here);
 - the lab's cpu wheelhouse (`inv lab.up`): the request built by the lab's own builder into a
   temporary folder from the lab's wheelhouse and torch folder with no index (no network), so the
   sum is exactly the wheels a fresh machine downloads (the +cpu torch included);
@@ -69,20 +71,34 @@ def kernel_wheels() -> dict:
             "all_wheels_bytes": size(kernelsms.wanted()), "sealed": kernelsms.sealed(read, kernelsms.FILE.read_text())}
 
 
-def judge_records() -> dict:
+def judge_records(plans: bool) -> dict:
     from gpunode.judge import record
     from gpunode.judge.env import lock_file
     from gpunode.resolve import load_kb
-    from tests.test_sglang_judge import LOCKS, env_pinset
+    from tests.test_sglang_judge import DATA, KB, LOCKS, cases_for, derive, env_pinset
 
-    out = {}
+    out, missing = {}, {}
     for p in load_kb().pinsets:
         if p.engine != "sglang":
             continue
         rec, lock = record.load(p.id), lock_file(LOCKS, env_pinset(p.id))
         out[p.id] = bool(rec.seal) and lock.exists() and rec.seal == rec.sealed() and \
             rec.lock == record.lock_digest(lock) and rec.judge == record.judge_digest()
-    return {"bytes": 0 if all(out.values()) else None, "current": out}
+        if plans and lock.exists():
+            # what tests/test_sglang_judge.py's main test gives the judge: every plan and the derived cases
+            cases = cases_for(p.id)[0]
+            cases += derive.derive_cases(derive.references(DATA / "models"),
+                                         derive.reference_gpus(p.torch_cuda or "13.0"), derive.kb_choices(KB, p))
+            missing[p.id] = len(record.lookup(p.id, lock, cases).missing)
+    got: dict = {"current": out}
+    if plans:
+        got["plans_not_recorded"] = missing
+    # a pin set with a record not current, or with plans it lacks, builds its judge environment
+    # (about 0.3-0.4 GB each from PyPI, and the base venv's torch: docs/bench-results/test-run.md)
+    built = [k for k, v in out.items() if not v or missing.get(k)]
+    got["bytes"] = 0 if not built and plans else None
+    got["builds"] = built if plans else "not known without --plans (planning every recorded GPU x model)"
+    return got
 
 
 def lab_wheelhouse() -> dict:
@@ -170,10 +186,12 @@ def project_venv() -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--plans", action="store_true", help="also plan every judge case (minutes) to count the "
+                    "plans the verdict records lack")
     a = ap.parse_args()
     os.chdir(REPO)
     pieces = {"kernel wheels (tests/test_kernel_sms.py)": kernel_wheels,
-              "judge environments (tests/test_sglang_judge.py)": judge_records,
+              "judge environments (tests/test_sglang_judge.py)": lambda: judge_records(a.plans),
               "lab cpu wheelhouse (inv lab.up)": lab_wheelhouse,
               "sglang/transformers wheels (tests/test_wheel_flags.py, test_wheel_registry.py)": sglang_wheels,
               "Debian packages (scripts/setup, the lab's base rootfs and apt repo)": debian,
