@@ -76,6 +76,26 @@ def check_driver(raw: snapshot.RawFacts, facts: Facts, target: Target) -> None:
     raise FactError(text, target=target.name, evidence=found.evidence, hint=hint)
 
 
+def checked_facts(raw: snapshot.RawFacts, target: Target, facts: Facts | None = None) -> Facts:
+    """The target's facts from the probe's output (or `facts`, parsed from it and amended), refused
+    here when the model or the driver cannot serve: the same checks on every way through provision."""
+    facts = parse(raw) if facts is None else facts
+    check_model(facts, target.name)
+    check_driver(raw, facts, target)
+    return facts
+
+
+def context(target: Target, facts: Facts, plan: Plan, *, vars: dict[str, Any] | None = None,
+            progress: Callable[..., None] | None = None, output: Callable[[str], None] | None = None,
+            fleet: Any = None) -> roles.RoleContext:
+    """What the target's roles are given: the one place provision makes it (one target, --only and
+    --facts, the live round trip and a multi-node group alike). vars: the ones the plan was made from,
+    when the caller has them (target_vars(target) otherwise)."""
+    return roles.RoleContext(target=target.name, vars=target_vars(target) if vars is None else vars,
+                             facts=facts, plan=plan,
+                             progress=progress, output=output, origins=dict(target.origins), fleet=fleet)
+
+
 def target_vars(target: Target) -> dict[str, Any]:
     """A copy of the target's variables; role defaults are its lowest layer (Inventory.target(defaults=...)).
     Where the model is staged and loaded from is the plan's (Plan.weights, Plan.model.path).
@@ -117,13 +137,10 @@ class Planner:
         from gpunode.resolve import resolve as default_resolve
 
         raw = collect(self.target.name, output, nonce, self.vars.get("model_source"), self.vars.get("venv"), None)
-        self.facts = parse(raw)
-        check_model(self.facts, self.target.name)
-        check_driver(raw, self.facts, self.target)
+        self.facts = checked_facts(raw, self.target)
         self.plan = (self.resolve or default_resolve)(self.facts, self.vars)
-        ctx = roles.RoleContext(target=self.target.name, vars=self.vars, facts=self.facts, plan=self.plan,
-                                progress=self.progress, output=self.output, origins=dict(self.target.origins),
-                                fleet=self.fleet)
+        ctx = context(self.target, self.facts, self.plan, vars=self.vars, progress=self.progress, output=self.output,
+                      fleet=self.fleet)
         return roles.build(self.names, ctx)
 
 
@@ -200,12 +217,9 @@ def prepare(target: Target, transport: Transport, *, only: str | None = None,
         raw = snapshot.load(facts_dir)
     else:
         raw = gather(transport, model_path=v.get("model_source"), venv=v.get("venv"))
-    facts = parse(raw)
-    check_model(facts, target.name)
-    check_driver(raw, facts, target)
+    facts = checked_facts(raw, target)
     plan = (resolve or default_resolve)(facts, v)
-    ctx = roles.RoleContext(target=target.name, vars=v, facts=facts, plan=plan, progress=progress,
-                            output=output, origins=dict(target.origins), fleet=fleet)
+    ctx = context(target, facts, plan, vars=v, progress=progress, output=output, fleet=fleet)
     run_names, needed_names = roles.select(only)
     return Job(target, transport, facts, plan, roles.build(run_names, ctx), roles.build(needed_names, ctx),
                needed_names)
@@ -244,17 +258,14 @@ def prepare_group(pairs: Sequence[tuple[Target, Transport]], *, progress: Callab
     for target, transport in pairs:
         v = target_vars(target)
         raw = gather(transport, model_path=v.get("model_source"), venv=v.get("venv"), extra=network.snippets(head))
-        facts = replace(parse(raw), network=network.from_raw(raw, head))
-        check_model(facts, target.name)
-        check_driver(raw, facts, target)
+        facts = checked_facts(raw, target, replace(parse(raw), network=network.from_raw(raw, head)))
         members.append(Member(facts, node_address(target)))
     plans = resolve_group(members, target_vars(pairs[0][0]))
     jobs = []
     names, _ = roles.select(None)
     for (target, transport), member, plan in zip(pairs, members, plans, strict=True):
-        ctx = roles.RoleContext(target=target.name, vars=target_vars(target), facts=member.facts, plan=plan,
-                                progress=progress(target.name) if progress else None,
-                                output=output(target.name) if output else None, origins=dict(target.origins))
+        ctx = context(target, member.facts, plan, progress=progress(target.name) if progress else None,
+                      output=output(target.name) if output else None)
         jobs.append(Job(target, transport, member.facts, plan, roles.build(names, ctx)))
     return jobs
 
