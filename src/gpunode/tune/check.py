@@ -24,7 +24,7 @@ def engine_verdicts(target: Transport, engine: str, venv: str, cases: list[tuple
                                 "digest": ""}) + "\n" for i, (args, env) in enumerate(cases))
     result = target.run([f"{venv.rstrip('/')}/bin/python", "-c", SOURCE.read_text(encoding="utf-8"), "--cases", "-",
                          "--deadline", f"{deadline:g}"], stdin=lines.encode(), timeout=deadline + 60)
-    by_id = {v.get("id"): dict(v) for v in Verdicts.read(result.stdout).verdicts}
+    by_id = {verdict.get("id"): dict(verdict) for verdict in Verdicts.read(result.stdout).verdicts}
     none = {"accepted": None, "error": f"no verdict (exit code {result.exit_code}): "
             f"{(result.stderr or result.stdout)[-400:]}"}
     return [by_id.get(f"c{i}", none) for i in range(len(cases))]
