@@ -82,9 +82,9 @@ def test_tune_writes_the_measured_best_within_its_budget_while_the_router_keeps_
     assert all("budget" in r["why"] for r in rows if r["status"] == "skipped")
     assert len(measured) >= 2, rows  # a comparison: the planned flags and at least one other
 
-    # the winner is the measured best, and it is what the inventory now says
-    best = max(measured, key=lambda r: r["output_tok_s"])
-    assert doc["winner"] == best["n"]
+    # the winner is the measured best (none other faster beyond the noise margin), and the inventory says it
+    best = next(r for r in measured if r["n"] == doc["winner"])
+    assert all(r["output_tok_s"] <= best["output_tok_s"] * (1 + doc["margin"]) for r in measured), rows
     assert out.with_suffix(".csv").read_text().splitlines()[best["n"] + 1].endswith(",True")
     written = yaml.safe_load(inventory.read_text())["hosts"]["lab"]["containers"][VMID]["vars"]
     line = next((x for x in inventory.read_text().splitlines() if x.strip().startswith("max_num_seqs:")), "")

@@ -22,6 +22,7 @@ HELP = {
     "requests": "requests per candidate (default 4 x concurrency, at least 16)",
     "budget": "seconds the search may take, starts and benches together (default 1800); what does not fit "
               "is skipped",
+    "margin": "percent a candidate must be faster by to replace the best so far; less is noise (default 3)",
     "knobs": "only these knobs of compat/tune.yml (comma-separated ids, e.g. max_num_seqs,kv_cache_bytes)",
     "out": "the candidate table (default ./gpunode-tune-TARGET-TIME.json; a .csv beside it)",
     "plot": "draw tok/s per candidate into this PNG (needs matplotlib: gpunode[plot])",
@@ -43,8 +44,8 @@ def _seconds(text: str) -> float:
 
 @task(iterable=["set_"], help=HELP)
 def tune(c, host=None, ct=None, group=None, server=None, concurrency="16", input_len=None, output_len=None,
-         prompts=None, requests=None, budget="1800", knobs=None, out=None, plot=None, against=None, check=False,
-         apply=True, json=False, inventory=None, set_=None, limit=None):
+         prompts=None, requests=None, budget="1800", margin="3", knobs=None, out=None, plot=None, against=None,
+         check=False, apply=True, json=False, inventory=None, set_=None, limit=None):
     """Measure the flags a sourced rule says matter for this engine and model; write and apply the fastest."""
     from rich.console import Console
 
@@ -85,6 +86,7 @@ def tune(c, host=None, ct=None, group=None, server=None, concurrency="16", input
     if prompts:
         spec.prompts, spec.prompts_name = prompt_file(Path(prompts)), f"jsonl:{Path(prompts).name}"
     budget_s = _seconds(budget)
+    margin_f = parse_int(margin, "--margin", 0, 100, "a whole percent, e.g. --margin 3") / 100
     inv = load_inventory(inventory)
     sets = parse_sets(set_)
     targets = select_targets(inv, host, ct, group, sets, limit)
@@ -138,7 +140,8 @@ def tune(c, host=None, ct=None, group=None, server=None, concurrency="16", input
                          grace_s=int(variables.get("servers_ready_grace_s") or 1800))
         with lock.acquire(transport, DEFAULT_STATE_DIR, owner):
             try:
-                result = search.search(bed, chosen, concurrency=c_n, budget_s=budget_s, extra_args=extra, say=say)
+                result = search.search(bed, chosen, concurrency=c_n, budget_s=budget_s, extra_args=extra, say=say,
+                                       margin=margin_f)
             finally:
                 bed.put_back()
         about = {"target": target.name, "test_bed": name, "engine": plan.engine, "engine_version": plan.engine_version,
