@@ -60,6 +60,9 @@ PUBLISHED = {
     "glm-4.5-air": (106e9, 0.02),                 # 106B total, 12B active (its SOURCE)
     "qwen2.5-72b": (72.7e9, 0.01),
     "llama-4-maverick-17b-128e-instruct": (400e9, 0.01),   # MoE on every 2nd layer (interleave_moe_layer_step)
+    # the second collection of issue 38 (their SOURCE): the model cards' "405B" and "235B in total, 22B activated"
+    "meta-llama-3.1-405b": (405e9, 0.01),
+    "qwen3-235b-a22b-fp8": (235e9, 0.01),
 }
 
 
@@ -92,7 +95,10 @@ def test_every_claimed_family_is_checked_here():
 # unknown size, so a plan needs the index's total_size, the weights, or tp: (tests/unit/test_model_size_checkpoints.py)
 UNSIZED = {"deepseek-v4-flash", "deepseek-v4-pro", "deepseek-v4-flash-nvfp4", "kimi-k3", "step-3.7-flash",
            "step-3.7-flash-fp8", "glm-4.7-flash", "qwen3.8-2.4t-a95b-fp8", "minimax-m3", "laguna-s-2.1-fp8",
-           "muse-glimmer-30b"}
+           "muse-glimmer-30b",
+           # the second collection of issue 38: DeepSeek-V4 in NVIDIA's NVFP4 and in sgl-project's FP8 (whose
+           # config.json says model_type deepseek_ref), MiniMax-M3 in NVFP4 (minimax_m3_vl)
+           "deepseek-v4-pro-nvfp4", "deepseek-v4-flash-fp8", "minimax-m3-nvfp4"}
 
 
 def test_every_recorded_config_is_a_claimed_family_or_known_to_be_unsized():
