@@ -60,8 +60,9 @@ def test_each_recorded_model_is_sized_from_its_config_and_keeps_its_family_rules
         assert unsized or any(why in result.message for why in ("does not fit", "cannot run",
                                                                "needed by every SGLang pin set", "refuses it",
                                                                "trust_remote_code is off",
-                                                               # the pinned sglang's registry lacks it
-                                                               "model registry")) or \
+                                                               # the pinned sglang's registry lacks it,
+                                                               # or no pinned venv configures its model type
+                                                               "model registry", "knows model type")) or \
             "or set trust_remote_code: true (cu12-legacy" in result.hint, f"{result.message} / {result.hint}"
         return
     assert "estimated from config.json" in result.decision("model size").reason

@@ -103,6 +103,18 @@ def test_an_architecture_in_no_pinned_sglang_is_refused_none_yet(shape):
     assert err.hint.startswith("none yet")
 
 
+@pytest.mark.parametrize("shape", ["h200-x1", "b200-x8"])
+def test_a_model_type_no_pinned_venv_configures_is_none_yet_not_another_pin_set(shape):
+    # sgl-project/DeepSeek-V4-Flash-FP8 names model_type deepseek_ref: every pinned sglang from 0.5.12.post1 has
+    # DeepseekV4ForCausalLM, but none of them (nor its transformers) reads that model type, so pointing at
+    # "a pin set of one of those releases" sends the user to a pin set that refuses it the same way
+    err = refused(facts("deepseek-v4-flash-fp8", shape, DRIVER_580))
+    assert "knows model type deepseek_ref" in err.message
+    assert "no sglang release read (up to 0.5.23) nor its transformers knows it" in err.message
+    assert err.hint.startswith("none yet: no pinned sglang reads model_type 'deepseek_ref'")
+    assert "engine_version" not in err.hint
+
+
 def test_a_newer_release_that_has_it_is_named_with_how_to_propose_it():
     # as `inv kb.refresh` records a release on PyPI newer than every pin set (its wheel read the same way)
     newest = KB.registry["sglang"]["0.5.23"]

@@ -380,7 +380,12 @@ def _refusal(kb: KB, engine: str, facts: Facts, gpus: GpuSet | None, rule: Model
 def _unserved(kb: KB, name: str, rule: ModelRule, arch: str, results: list[tuple[Pinset, list[Blocked]]],
               evidence: str, target: str) -> ResolveError:
     """Every candidate's sglang lacks the architecture (or the model type): name the releases that have it."""
-    pinned, newer = registry.releases_with(kb, arch)
+    served = registry.serves(kb, results[0][0], rule.model.architectures if rule.model else ())
+    model_type = rule.model.model_type if rule.model else ""
+    # the architecture is served, the model type is what no candidate configures: the releases that have the
+    # architecture refuse it too, so name the ones whose venv knows the model type (usually none)
+    pinned, newer = registry.releases_configuring(kb, model_type) if served and model_type else \
+        registry.releases_with(kb, arch)
     versions_ = ", ".join(sorted({p.version for p, _ in results}, key=versions.parse))
     if pinned:      # a pin set left out of the candidates (opt-in, engine_version) has it
         have = f"pinned sglang releases that have it: {', '.join(pinned)}"
@@ -389,13 +394,18 @@ def _unserved(kb: KB, name: str, rule: ModelRule, arch: str, results: list[tuple
         have = f"newer sglang releases on PyPI that have it: {', '.join(newer)}"
         hint = (f"propose a pin set for sglang {newer[0]} (inv kb.refresh --propose --release {newer[0]}) and "
                 "move it into compat/pinsets.yml after review (docs/kb-refresh.md)")
+    elif served and model_type:
+        have = f"no sglang release read (up to {registry.newest_read(kb)}) nor its transformers knows it"
+        hint = (f"none yet: no pinned sglang reads model_type {model_type!r}; use a checkpoint whose config.json "
+                f"names a model type sglang knows for {arch} (the original publisher's), or one whose config.json "
+                "brings its own code (auto_map) with trust_remote_code: true")
     else:
         have = f"no sglang release has it yet (read up to {registry.newest_read(kb)})"
         hint = ("none yet: wait for an sglang release whose model registry has it (inv kb.refresh reads each new "
                 "release), or serve a model of an architecture sglang has")
     said = next(b.text for _, bl in results for b in bl if b.check == "registry")
-    if registry.serves(kb, results[0][0], rule.model.architectures if rule.model else ()):
-        message = f"no {name} pin set runs {rule.label}: {said}"
+    if served:
+        message = f"no {name} pin set runs {rule.label}: {said}; {have}"
     else:
         message = (f"no {name} pin set runs {rule.label}: the model registry of the pinned sglang ({versions_}) has "
                    f"no {arch}; {have}")

@@ -43,6 +43,20 @@ def releases_with(kb: KB, architecture: str) -> tuple[list[str], list[str]]:
             sorted((v for v in have if v in newer), key=versions.parse))
 
 
+def releases_configuring(kb: KB, model_type: str) -> tuple[list[str], list[str]]:
+    """(the pinned sglang versions whose venv knows `model_type`: sglang's own config classes or the transformers
+    its pin set locks; the newer releases on PyPI whose sglang brings a config class for it), oldest first."""
+    pinsets = (kb.registry.get("pinsets") or {}).values()
+    types = kb.registry.get("transformers") or {}
+    read = kb.registry.get("sglang") or {}
+    newer = {str(v) for v in kb.registry.get("newer") or ()}
+    pinned = {str(x.get("sglang")) for x in pinsets
+              if model_type in (read.get(str(x.get("sglang"))) or {}).get("config_types", ())
+              or model_type in (types.get(str(x.get("transformers"))) or {}).get("model_types", ())}
+    later = {v for v in newer if model_type in (read.get(v) or {}).get("config_types", ())}
+    return sorted(pinned, key=versions.parse), sorted(later, key=versions.parse)
+
+
 def newest_read(kb: KB) -> str | None:
     read = list(kb.registry.get("sglang") or {})
     return max(read, key=versions.parse) if read else None
