@@ -618,6 +618,38 @@ def test_8c_inv_rollback_on_a_member_takes_its_server_out_of_the_fleet_router(bo
     print(f"\ninv rollback of 222 through the fleet router: {FIGURES['inv rollback of 222']['seconds']} s")
 
 
+def test_8d_a_generation_that_cannot_start_rolls_back_through_the_fleet_router(boxes, inventory):
+    """Issue 39 through the fleet router: a generation whose server cannot start (a 1 MiB KV cache), serial 1,
+    under the bench client's load through the fleet router. 221's server is taken out of the fleet router,
+    fails while starting, and goes back to the generation it ran, back in the router with its key; the
+    batch failed, so the group stops before 222. Not one request fails."""
+    router = boxes[ROUTER]
+    plan = resolve_plan(inventory, A)
+    before = {v: units(boxes[v], [SERVER_UNIT])[SERVER_UNIT] for v in (A, B)}
+    args_before = running_args(boxes[A])
+    bad = (*kept_flags(boxes), "-e", "kv_cache_bytes=1048576", "-e", "serial=1")
+
+    def load() -> load_helpers.Load:
+        return load_helpers.Load(boxes[A], plan, f"http://{addr(ROUTER)}:{PORT}", LIVE["client"])
+
+    run, parts = load_helpers.under_load(load, "a generation that cannot start, through the fleet router",
+                                         lambda: provision(inventory, None, *bad, group="fleet", timeout=1500),
+                                         FIGURES)
+    SEEN.append(json.dumps(run.events) + run.stderr + "".join(run.stdout_other))
+    assert run.rc == 2, run.explain()
+    rolled = next(e for e in run.events if e.get("type") == "target" and e.get("target") == f"lab/{A}")["rolled_back"]
+    assert rolled.startswith("rolled back to generation g-") and f"{SERVER_UNIT} failed while starting" in rolled
+    assert parts["during"]["failed"] == 0 and parts["steady"]["failed"] == 0, parts
+    assert parts["during"]["requests"] >= 10, parts
+    after = {v: units(boxes[v], [SERVER_UNIT])[SERVER_UNIT] for v in (A, B)}
+    assert after[A]["InvocationID"] != before[A]["InvocationID"]  # tried, and back on its generation
+    assert after[B]["InvocationID"] == before[B]["InvocationID"]  # the group stopped before 222
+    assert running_args(boxes[A]) == args_before
+    assert router_workers(router) == {url(A): True, url(B): True}
+    assert complete(router, url(A), server_key(A))[0] == 200  # the key it had, the one the router sends
+    print(f"\na generation that cannot start, through the fleet router: {FIGURES[next(reversed(FIGURES))]}")
+
+
 def test_9_teardown_removes_a_members_firewall_with_its_units(boxes, inventory):
     need_firewall()
     assert boxes[B].sh("nft list table inet gpunode", check=False).rc == 0
