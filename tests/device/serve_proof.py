@@ -398,6 +398,19 @@ def serve_once(t: LocalTransport, case: str, out: Path, bench_on: bool, later: b
     return res
 
 
+def machine() -> None:
+    """What every script here sets up first on the lent machine. It has no systemd: Ready's crash check
+    (`systemctl is-failed UNIT`) reads the pid file Server keeps instead, through a systemctl shim on PATH."""
+    os.environ.update(NO_NVLS)
+    shim = Path("/run/gpunode-shim")
+    shim.mkdir(parents=True, exist_ok=True)
+    (shim / "systemctl").write_text('#!/bin/sh\n[ "$1" = is-failed ] || exit 1\n'
+                                    '[ -f "/run/gpunode-shim/$3.pid" ] && exit 1 || exit 0\n')
+    (shim / "systemctl").chmod(0o755)
+    os.environ["PATH"] = f"{shim}:{os.environ['PATH']}"
+    WORK.mkdir(parents=True, exist_ok=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("phase", choices=("models", "install", "serve", "venvs"))
@@ -409,15 +422,7 @@ def main() -> int:
     ap.add_argument("--later-starts", action="store_true", help="also start after a reboot's losses and after "
                     "an unrelated upgrade (where the caches live)")
     args = ap.parse_args()
-    os.environ.update(NO_NVLS)
-    shim = Path("/run/gpunode-shim")
-    shim.mkdir(parents=True, exist_ok=True)
-    # No systemd there: Ready's crash check (`systemctl is-failed UNIT`) reads our pid file instead.
-    (shim / "systemctl").write_text('#!/bin/sh\n[ "$1" = is-failed ] || exit 1\n'
-                                    '[ -f "/run/gpunode-shim/$3.pid" ] && exit 1 || exit 0\n')
-    (shim / "systemctl").chmod(0o755)
-    os.environ["PATH"] = f"{shim}:{os.environ['PATH']}"
-    WORK.mkdir(parents=True, exist_ok=True)
+    machine()
     args.out.mkdir(parents=True, exist_ok=True)
     t = LocalTransport("h100")
     if args.phase == "models":

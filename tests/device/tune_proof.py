@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -112,15 +111,7 @@ def main() -> int:
     ap.add_argument("--knobs", default=None, help="comma-separated knob ids (default: every one that applies)")
     ap.add_argument("--table", type=Path, default=None, help="an earlier run's tune.json to continue")
     args = ap.parse_args()
-    os.environ.update(sp.NO_NVLS)
-    shim = Path("/run/gpunode-shim")
-    shim.mkdir(parents=True, exist_ok=True)
-    # No systemd there: Ready's crash check (`systemctl is-failed UNIT`) reads the shim's pid file instead.
-    (shim / "systemctl").write_text('#!/bin/sh\n[ "$1" = is-failed ] || exit 1\n'
-                                    '[ -f "/run/gpunode-shim/$3.pid" ] && exit 1 || exit 0\n')
-    (shim / "systemctl").chmod(0o755)
-    os.environ["PATH"] = f"{shim}:{os.environ['PATH']}"
-    sp.WORK.mkdir(parents=True, exist_ok=True)
+    sp.machine()
     args.out.mkdir(parents=True, exist_ok=True)
     t = sp.LocalTransport("h100")
     facts, _, plan = sp.plan_for(t, MODEL, {}, args.out / "facts")
