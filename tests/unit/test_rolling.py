@@ -296,8 +296,19 @@ def test_a_router_that_refuses_the_key_stops_the_replacement_before_the_server_r
         return (401, b"") if url.startswith("http://10.0.0.9") else (0, b"")
 
     monkeypatch.setattr(roll_server, "http", http)
+    monkeypatch.setattr(roll_server, "ROUTERS", {"http://10.0.0.9:30100": {"key": "client-key", "workers": {}}})
     with pytest.raises(roll_server.Refused, match=r"refuses the key .* \(HTTP 401\).*fleet_router_api_key"):
         roll_server.leave({}, {"router": "http://10.0.0.9:30100", "worker": "http://10.0.0.5:30001"}, 30)
     assert asked == [("GET", "http://10.0.0.9:30100/workers")]  # no DELETE, and no restart after
     # a router that does not answer at all (not started yet) is still passed over, as before
     assert roll_server.leave({}, {"router": "http://127.0.0.1:30000", "port": 30001}, 30) == ""
+
+
+def test_the_nodes_own_router_refusing_a_rotated_servers_key_is_passed_over_as_before(monkeypatch):
+    """A single node's router has no keys of its own: gpunode asks it with the servers' key, and a rotated
+    server_api_key is refused (401) until this run restarts the router after the servers. That is not the
+    fleet router's case: the replacement goes on (tests/lab/test_secret_no_leak_lab.py test 6 rotates it)."""
+    monkeypatch.setattr(roll_server, "http", lambda headers, method, url, body=None, timeout=5.0: (401, b""))
+    monkeypatch.setattr(roll_server, "ROUTERS", {})
+    assert roll_server.leave({"Authorization": "Bearer new"}, {"router": "http://127.0.0.1:30000",
+                                                               "port": 30001}, 30) == ""

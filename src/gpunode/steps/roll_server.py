@@ -110,7 +110,10 @@ def leave(headers, route, wait_s):
     """The router stops sending the worker new requests. The URL it lists (or would list) the server
     under, to take it back under once it is Ready; "" when the router does not answer (not started yet:
     nothing to take out or back)."""
-    have = workers(headers, route["router"], strict=True)
+    # Strict only for a router with keys of its own (a fleet router): it keeps sending this server requests
+    # whatever this run does. The node's own router is asked with the servers' key; when that key changed in
+    # this run it refuses the new one until this run restarts it, which it does after the servers: as before.
+    have = workers(headers, route["router"], strict=route["router"] in ROUTERS)
     if have is None:
         say(f"@@note the router {route['router']} does not answer: nothing to take this server out of")
         return ""
