@@ -19,41 +19,42 @@ from pathlib import Path
 from gpunode import durable, inventory, userfiles
 from gpunode.errors import InventoryError
 
-_KEY = re.compile(r"^(?P<indent> *)(?P<key>[^\s#:][^:#]*?)\s*:(?P<rest>.*)$")
+KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[^\s#:][^:#]*?)\s*:(?P<rest>.*)$")
 
 
-def _indent(line: str) -> int:
+def indent_of(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
 
 
-def _content(line: str) -> bool:
+def content_line(line: str) -> bool:
     s = line.strip()
     return bool(s) and not s.startswith("#")
 
 
-def _block_end(lines: list[str], start: int, indent: int) -> int:
+def block_end(lines: list[str], start: int, indent: int) -> int:
     """Index after the last line that belongs to the block opened at `start` (deeper than indent)."""
     last = start
     for i in range(start + 1, len(lines)):
-        if _content(lines[i]):
-            if _indent(lines[i]) <= indent:
+        if content_line(lines[i]):
+            if indent_of(lines[i]) <= indent:
                 break
             last = i
     return last + 1
 
 
-def _find_key(lines: list[str], lo: int, hi: int, key: str, indent: int | None) -> int | None:
+def find_key(lines: list[str], lo: int, hi: int, key: str, indent: int | None) -> int | None:
     for i in range(lo, hi):
-        m = _KEY.match(lines[i])
-        if m and _content(lines[i]) and m["key"].strip("'\"") == key and (indent is None or len(m["indent"]) == indent):
+        m = KEY_LINE.match(lines[i])
+        if m and content_line(lines[i]) and m["key"].strip("'\"") == key and (
+                indent is None or len(m["indent"]) == indent):
             return i
     return None
 
 
-def _child_indent(lines: list[str], start: int, end: int, parent: int) -> int:
+def child_indent(lines: list[str], start: int, end: int, parent: int) -> int:
     for i in range(start + 1, end):
-        if _content(lines[i]) and _indent(lines[i]) > parent:
-            return _indent(lines[i])
+        if content_line(lines[i]) and indent_of(lines[i]) > parent:
+            return indent_of(lines[i])
     return parent + 2
 
 
@@ -61,20 +62,20 @@ def add_container(text: str, source: str, host: str, vmid: int, gpus: list[int] 
     """The inventory text with container `vmid` under `host`, or None when it is already listed."""
     lines = text.splitlines()
     refuse = f"add `{vmid}:` under hosts.{host}.containers in {source} by hand"
-    top = _find_key(lines, 0, len(lines), "hosts", 0)
-    if top is None or _KEY.match(lines[top])["rest"].split("#")[0].strip():  # type: ignore[index]
+    top = find_key(lines, 0, len(lines), "hosts", 0)
+    if top is None or KEY_LINE.match(lines[top])["rest"].split("#")[0].strip():  # type: ignore[index]
         raise InventoryError(f"{source}: no block `hosts:` mapping at the top level to add container {vmid} to",
                              hint=refuse)
-    hosts_end = _block_end(lines, top, 0)
-    h = _find_key(lines, top + 1, hosts_end, host, _child_indent(lines, top, hosts_end, 0))
+    hosts_end = block_end(lines, top, 0)
+    h = find_key(lines, top + 1, hosts_end, host, child_indent(lines, top, hosts_end, 0))
     if h is None:
         raise InventoryError(f"{source}: host {host} is not a block under `hosts:`", hint=refuse)
-    h_indent = _indent(lines[h])
-    if _KEY.match(lines[h])["rest"].split("#")[0].strip():  # type: ignore[index]
+    h_indent = indent_of(lines[h])
+    if KEY_LINE.match(lines[h])["rest"].split("#")[0].strip():  # type: ignore[index]
         raise InventoryError(f"{source}:{h + 1}: host {host} is written in flow style", hint=refuse)
-    h_end = _block_end(lines, h, h_indent)
-    c_indent = _child_indent(lines, h, h_end, h_indent)
-    c = _find_key(lines, h + 1, h_end, "containers", c_indent)
+    h_end = block_end(lines, h, h_indent)
+    c_indent = child_indent(lines, h, h_end, h_indent)
+    c = find_key(lines, h + 1, h_end, "containers", c_indent)
     tag = "  # added by inv onboard"
 
     def entry(k: int) -> list[str]:
@@ -86,13 +87,13 @@ def add_container(text: str, source: str, host: str, vmid: int, gpus: list[int] 
         new = [f"{' ' * c_indent}containers:", *entry(c_indent + 2)]
         lines[h_end:h_end] = new
     else:
-        rest = _KEY.match(lines[c])["rest"].split("#")[0].strip()  # type: ignore[index]
+        rest = KEY_LINE.match(lines[c])["rest"].split("#")[0].strip()  # type: ignore[index]
         if rest not in ("", "{}"):
             raise InventoryError(f"{source}:{c + 1}: containers of {host} are written in flow style ({rest})",
                                  hint=refuse)
-        c_end = _block_end(lines, c, c_indent)
-        k = _child_indent(lines, c, c_end, c_indent)
-        if _find_key(lines, c + 1, c_end, str(vmid), k) is not None:
+        c_end = block_end(lines, c, c_indent)
+        k = child_indent(lines, c, c_end, c_indent)
+        if find_key(lines, c + 1, c_end, str(vmid), k) is not None:
             return None
         if rest == "{}":
             lines[c] = lines[c].replace("{}", "", 1).rstrip()

@@ -20,7 +20,7 @@ import yaml
 from gpunode import durable, inventory, userfiles
 from gpunode.errors import InventoryError
 from gpunode.inventory.core import VAR_SUFFIXES
-from gpunode.inventory.edit import _KEY, _block_end, _child_indent, _content, _find_key, _indent
+from gpunode.inventory.edit import KEY_LINE, block_end, child_indent, content_line, find_key, indent_of
 
 
 def scalar(value: Any) -> str:
@@ -47,12 +47,12 @@ def _set_keys(lines: list[str], start: int, end: int, indent: int, values: dict[
     lines it took), or added at the end of the block."""
     for key, text in values.items():
         new = f"{' ' * indent}{key}: {text}  # {note}"
-        i = _find_key(lines, start, end, key, indent)
+        i = find_key(lines, start, end, key, indent)
         if i is None:
             lines.insert(end, new)
             end += 1
         else:
-            j = _block_end(lines, i, indent)
+            j = block_end(lines, i, indent)
             lines[i:j] = [new]
             end -= j - i - 1
 
@@ -60,8 +60,8 @@ def _set_keys(lines: list[str], start: int, end: int, indent: int, values: dict[
 def vars_file_text(text: str, source: str, values: dict[str, str], note: str) -> str:
     lines = text.splitlines()
     for i, line in enumerate(lines):
-        if _content(line) and line.strip() != "---":
-            if line.lstrip().startswith(("{", "[")) or not _KEY.match(line) or _indent(line) != 0:
+        if content_line(line) and line.strip() != "---":
+            if line.lstrip().startswith(("{", "[")) or not KEY_LINE.match(line) or indent_of(line) != 0:
                 raise InventoryError(f"{source}:{i + 1}: not a block mapping of variables, so inv tune does not "
                                      "edit it", hint="write the values by hand (they are printed above)")
             break
@@ -77,38 +77,38 @@ def container_text(text: str, source: str, host: str, vmid: int, values: dict[st
     by_hand = f"set them under hosts.{host}.containers.{vmid}.vars in {source} by hand"
 
     def block(lo: int, hi: int, key: str, parent: int) -> int:
-        i = _find_key(lines, lo, hi, key, _child_indent(lines, lo - 1, hi, parent) if lo > 0 else 0)
+        i = find_key(lines, lo, hi, key, child_indent(lines, lo - 1, hi, parent) if lo > 0 else 0)
         if i is None:
             raise InventoryError(f"{source}: no block `{key}:` where inv tune writes the winner", hint=by_hand)
         return i
 
     top = block(0, len(lines), "hosts", -1)
-    h = block(top + 1, _block_end(lines, top, 0), host, 0)
-    h_end = _block_end(lines, h, _indent(lines[h]))
-    c = block(h + 1, h_end, "containers", _indent(lines[h]))
-    c_end = _block_end(lines, c, _indent(lines[c]))
-    k = block(c + 1, c_end, str(vmid), _indent(lines[c]))
-    k_indent = _indent(lines[k])
-    rest = _KEY.match(lines[k])["rest"].split("#")[0].strip()  # type: ignore[index]
+    h = block(top + 1, block_end(lines, top, 0), host, 0)
+    h_end = block_end(lines, h, indent_of(lines[h]))
+    c = block(h + 1, h_end, "containers", indent_of(lines[h]))
+    c_end = block_end(lines, c, indent_of(lines[c]))
+    k = block(c + 1, c_end, str(vmid), indent_of(lines[c]))
+    k_indent = indent_of(lines[k])
+    rest = KEY_LINE.match(lines[k])["rest"].split("#")[0].strip()  # type: ignore[index]
     if rest == "{}":
         lines[k] = lines[k].replace("{}", "", 1).rstrip()
     elif rest:
         raise InventoryError(f"{source}:{k + 1}: container {vmid} is written in flow style ({rest[:60]})", hint=by_hand)
-    k_end = _block_end(lines, k, k_indent)
-    inner = _child_indent(lines, k, k_end, k_indent)
-    v = _find_key(lines, k + 1, k_end, "vars", inner)
+    k_end = block_end(lines, k, k_indent)
+    inner = child_indent(lines, k, k_end, k_indent)
+    v = find_key(lines, k + 1, k_end, "vars", inner)
     if v is None:
         lines.insert(k_end, f"{' ' * inner}vars:")
         v, v_end, v_indent = k_end, k_end + 1, inner + 2
     else:
-        vrest = _KEY.match(lines[v])["rest"].split("#")[0].strip()  # type: ignore[index]
+        vrest = KEY_LINE.match(lines[v])["rest"].split("#")[0].strip()  # type: ignore[index]
         if vrest == "{}":
             lines[v] = lines[v].replace("{}", "", 1).rstrip()
         elif vrest:
             raise InventoryError(f"{source}:{v + 1}: the vars of container {vmid} are written in flow style",
                                  hint=by_hand)
-        v_end = _block_end(lines, v, inner)
-        v_indent = _child_indent(lines, v, v_end, inner)
+        v_end = block_end(lines, v, inner)
+        v_indent = child_indent(lines, v, v_end, inner)
     _set_keys(lines, v + 1, v_end, v_indent, values, note)
     return "\n".join(lines) + "\n"
 
